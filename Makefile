@@ -1,0 +1,35 @@
+# loopctl-memory: `make demo` and `make test` are all a fresh machine needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install --quiet -e . --group dev
+	touch $(STAMP)
+
+install: $(STAMP) ## Create .venv and install the package with its dev tools
+
+lint: $(STAMP) ## ruff (lint and format check) and mypy --strict
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+test: lint ## Lint, type-check and run the whole test suite
+	$(BIN)/pytest
+
+demo: $(STAMP) ## Run the main job end to end on the embedded default
+	$(BIN)/python -m loopctl_memory.demo
+
+format: $(STAMP) ## Format and auto-fix the code
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+.PHONY: help install lint test demo format

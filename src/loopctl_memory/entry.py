@@ -1,0 +1,148 @@
+"""The domain model: what a memory is, and what consolidation reports."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from loopctl_memory.errors import InvalidEntryError
+
+_INT64_MAX = 2**63 - 1
+
+
+class MemoryCategory(enum.StrEnum):
+    """The kind of knowledge a memory holds (the crate's six categories)."""
+
+    TRAJECTORY = "trajectory"
+    INSIGHT = "insight"
+    ERROR_PATTERN = "error_pattern"
+    STRATEGY = "strategy"
+    FACT = "fact"
+    WORKING = "working"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class MemoryEntry:
+    """One thing an agent learned.
+
+    ``relevance`` is a number in [0, 1]; retrieval scores it as a 32-bit float,
+    as the reference does, but the value you store is the value you get back.
+    """
+
+    category: MemoryCategory
+    memory: str
+    tags: list[str] = field(default_factory=list)
+    relevance: float = 1.0
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
+    created_at: datetime = field(default_factory=_utc_now)
+    access_count: int = 0
+    validated: bool = False
+
+    def with_tag(self, tag: str) -> MemoryEntry:
+        """Return a copy with ``tag`` appended to the tags."""
+        return dataclasses.replace(self, tags=[*self.tags, tag])
+
+    def as_validated(self) -> MemoryEntry:
+        """Return a copy marked as validated."""
+        return dataclasses.replace(self, tags=list(self.tags), validated=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationStats:
+    """What one ``consolidate()`` did, counted in the same transaction."""
+
+    entries_before: int
+    entries_after: int
+    pruned: int
+    merged: int = 0
+    bytes_saved: int = 0
+
+
+def _check_text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidEntryError(f"{what} must be a str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidEntryError(f"{what} cannot be encoded as UTF-8: {exc.reason}") from None
+    return value
+
+
+def validate_query(query: object, limit: object) -> tuple[str, int]:
+    """Check the arguments of ``retrieve``; return them unchanged.
+
+    Raises:
+        InvalidEntryError: ``query`` is not a UTF-8-encodable str, or ``limit``
+            is not an int >= 0.
+
+    """
+    _check_text(query, "query")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise InvalidEntryError(f"limit must be an int, not {type(limit).__name__}")
+    if limit < 0:
+        raise InvalidEntryError(f"limit must be >= 0, got {limit}")
+    return query, limit  # type: ignore[return-value]  # checked just above
+
+
+def validate_entry(entry: object) -> MemoryEntry:
+    """Check every field of ``entry``; return a normalised, independent copy.
+
+    The copy has a ``MemoryCategory`` category, a fresh tags list, a float
+    relevance and a UTC ``created_at``, so the caller's object is never shared.
+
+    Raises:
+        InvalidEntryError: a field is of the wrong type or out of range.
+
+    """
+    if not isinstance(entry, MemoryEntry):
+        raise InvalidEntryError(f"expected a MemoryEntry, not {type(entry).__name__}")
+    try:
+        category = MemoryCategory(entry.category)
+    except ValueError:
+        known = ", ".join(c.value for c in MemoryCategory)
+        raise InvalidEntryError(
+            f"unknown category {entry.category!r}; expected one of {known}"
+        ) from None
+    _check_text(entry.memory, "memory")
+    if not isinstance(entry.tags, list):
+        raise InvalidEntryError(f"tags must be a list, not {type(entry.tags).__name__}")
+    for position, tag in enumerate(entry.tags):
+        _check_text(tag, f"tag {position}")
+    relevance = entry.relevance
+    if isinstance(relevance, bool) or not isinstance(relevance, int | float):
+        raise InvalidEntryError(f"relevance must be a number, not {type(relevance).__name__}")
+    relevance = float(relevance)
+    if not (math.isfinite(relevance) and 0.0 <= relevance <= 1.0):
+        raise InvalidEntryError(f"relevance must be a finite number in [0, 1], got {relevance}")
+    if not isinstance(entry.id, uuid.UUID):
+        raise InvalidEntryError(f"id must be a uuid.UUID, not {type(entry.id).__name__}")
+    created_at = entry.created_at
+    if not isinstance(created_at, datetime):
+        raise InvalidEntryError(f"created_at must be a datetime, not {type(created_at).__name__}")
+    if created_at.utcoffset() is None:
+        raise InvalidEntryError("created_at must be timezone-aware (UTC)")
+    count = entry.access_count
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _INT64_MAX:
+        raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {count!r}")
+    if not isinstance(entry.validated, bool):
+        raise InvalidEntryError(f"validated must be a bool, not {type(entry.validated).__name__}")
+    return dataclasses.replace(
+        entry,
+        category=category,
+        tags=list(entry.tags),
+        relevance=relevance,
+        created_at=created_at.astimezone(UTC),
+    )
+
+
+def copy_entry(entry: MemoryEntry) -> MemoryEntry:
+    """Return a copy that shares no mutable state with ``entry``."""
+    return dataclasses.replace(entry, tags=list(entry.tags))

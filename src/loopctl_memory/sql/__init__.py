@@ -1,0 +1,1 @@
+"""The SQL repository: tables, engine, queries, and the store built on them."""

@@ -1,0 +1,45 @@
+"""The database boundary: driver and SQLAlchemy errors become our own, once, here."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import exc as sa_exc
+
+from loopctl_memory.errors import DuplicateEntryError, LoopMemoryError, StorageError
+
+_DUPLICATE_ID_MARKERS = ("uq_entries_id", "entries.id")
+
+
+@contextmanager
+def translate_errors(action: str) -> Iterator[None]:
+    """Re-raise any database error inside the block as a LoopMemoryError.
+
+    Args:
+        action: what was being done, for the message ("store", "retrieve", ...).
+
+    Raises:
+        DuplicateEntryError: a unique violation on the entry id.
+        StorageError: anything else the database or driver refused (cause chained).
+
+    """
+    try:
+        yield
+    except LoopMemoryError:
+        raise
+    except sa_exc.IntegrityError as exc:
+        message = str(exc.orig)
+        if any(marker in message for marker in _DUPLICATE_ID_MARKERS):
+            raise DuplicateEntryError(f"{action}: an entry with this id is already stored") from exc
+        raise StorageError(f"{action}: the database refused the data: {message}") from exc
+    except sa_exc.DBAPIError as exc:
+        raise StorageError(f"{action} failed: {_describe(exc.orig)}") from exc
+    except (sa_exc.SQLAlchemyError, sqlite3.Error, OSError) as exc:
+        raise StorageError(f"{action} failed: {_describe(exc)}") from exc
+
+
+def _describe(error: BaseException | None) -> str:
+    text = str(error).strip() if error is not None else ""
+    return text.splitlines()[0] if text else type(error).__name__

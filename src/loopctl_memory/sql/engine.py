@@ -1,0 +1,126 @@
+"""Engines: from a target (``:memory:``, a path or a URL) to a configured AsyncEngine."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, make_url
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from loopctl_memory.errors import StorageError
+
+WRITE = "IMMEDIATE"
+"""Execution option value for write transactions (see ``begin_mode``)."""
+
+_BEGIN_MODE = "loopctl_begin"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a store lives, resolved from what the caller passed."""
+
+    url: URL
+
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether the database is SQLite (file or memory)."""
+        return self.url.get_backend_name() == "sqlite"
+
+    @property
+    def is_memory(self) -> bool:
+        """Whether this is a private, process-local SQLite ``:memory:`` database."""
+        return self.is_sqlite and self.url.database in (None, "", ":memory:")
+
+    def describe(self) -> str:
+        """The target for messages, without a password."""
+        if self.is_memory:
+            return ":memory:"
+        if self.is_sqlite:
+            return str(self.url.database)
+        return self.url.render_as_string(hide_password=True)
+
+
+def resolve_target(target: str | os.PathLike[str]) -> Target:
+    """Turn ``":memory:"``, a filesystem path or a SQLAlchemy URL into a Target.
+
+    Plain ``sqlite://`` URLs are given the async aiosqlite driver, and
+    ``postgresql://`` URLs the asyncpg driver.
+
+    Raises:
+        StorageError: the URL cannot be parsed or names a synchronous driver.
+
+    """
+    if isinstance(target, os.PathLike):
+        return Target(URL.create("sqlite+aiosqlite", database=os.fspath(target)))
+    if target == ":memory:":
+        return Target(URL.create("sqlite+aiosqlite", database=":memory:"))
+    if "://" not in target:
+        return Target(URL.create("sqlite+aiosqlite", database=str(Path(target))))
+    try:
+        url = make_url(target)
+    except ArgumentError as exc:
+        raise StorageError(f"cannot parse database URL {target!r}: {exc}") from exc
+    backend, driver = url.get_backend_name(), url.get_driver_name()
+    if backend == "sqlite" and driver in ("pysqlite", "aiosqlite"):
+        url = url.set(drivername="sqlite+aiosqlite")
+    elif backend == "postgresql" and driver in ("psycopg2", "asyncpg"):
+        url = url.set(drivername="postgresql+asyncpg")
+    else:
+        raise StorageError(
+            f"unsupported database URL {url.drivername!r}: "
+            "use sqlite+aiosqlite://... or postgresql+asyncpg://..."
+        )
+    return Target(url)
+
+
+def create_engine(target: Target, *, busy_timeout: float, echo: bool = False) -> AsyncEngine:
+    """Create the engine for ``target`` with the pragmas and transaction handling we rely on.
+
+    SQLite: ``:memory:`` uses one shared connection (StaticPool); a file uses
+    WAL, ``synchronous=NORMAL``, ``foreign_keys=ON`` and a busy timeout. The
+    driver's own transaction handling is switched off so that we emit BEGIN
+    ourselves: deferred for reads, ``BEGIN IMMEDIATE`` for writes.
+    """
+    options: dict[str, Any] = {"echo": echo}
+    if target.is_sqlite:
+        options["connect_args"] = {"timeout": busy_timeout, "check_same_thread": False}
+        if target.is_memory:
+            options["poolclass"] = StaticPool
+    engine = create_async_engine(target.url, **options)
+    if target.is_sqlite:
+        _configure_sqlite(engine, memory=target.is_memory, busy_timeout=busy_timeout)
+    return engine
+
+
+def _configure_sqlite(engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: object) -> None:
+        # None: the driver never emits BEGIN on its own; the "begin" listener does.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+            if not memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        # BEGIN IMMEDIATE for writes: a deferred transaction that upgrades to a
+        # write fails at once with "database is locked" under WAL, whatever the timeout.
+        mode = connection.get_execution_options().get(_BEGIN_MODE, "")
+        connection.exec_driver_sql(f"BEGIN {mode}".rstrip())
+
+
+def begin_mode(mode: str) -> dict[str, str]:
+    """Execution options that make the next transaction start as ``BEGIN <mode>`` on SQLite."""
+    return {_BEGIN_MODE: mode}

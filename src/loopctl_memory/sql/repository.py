@@ -1,0 +1,230 @@
+"""The repository: MemoryEntry to rows and back, and every query the store runs.
+
+Each function runs on a connection inside a transaction the store opened; none
+of them commits. Scores are never computed here: the database narrows the
+candidates and ``loopctl_memory.scoring`` ranks them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import bindparam, delete, func, insert, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from loopctl_memory.entry import MemoryCategory, MemoryEntry
+from loopctl_memory.errors import DuplicateEntryError
+from loopctl_memory.scoring import PRUNE_THRESHOLD, ParsedQuery, baseline_score, score
+from loopctl_memory.sql.tables import contains, entries, tags
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+# Words are tested in chunks so that one statement never nests more than this
+# many OR terms (SQLite's parser limits expression depth to 1000).
+_WORDS_PER_STATEMENT = 60
+# Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
+_IDS_PER_STATEMENT = 10_000
+
+_INSERT_TAG = insert(tags).values(
+    entry_seq=select(entries.c.seq)
+    .where(entries.c.id == bindparam("tag_entry_id", type_=entries.c.id.type))
+    .scalar_subquery(),
+    position=bindparam("tag_position"),
+    tag=bindparam("tag_text"),
+    tag_lower=bindparam("tag_text_lower"),
+)
+
+_ENTRY_COLUMNS = (
+    entries.c.seq,
+    entries.c.id,
+    entries.c.category,
+    entries.c.memory,
+    entries.c.relevance,
+    entries.c.created_at_us,
+    entries.c.access_count,
+    entries.c.validated,
+)
+
+
+# --- writing ---------------------------------------------------------------
+
+
+def _entry_row(entry: MemoryEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "category": entry.category.value,
+        "memory": entry.memory,
+        "memory_lower": entry.memory.lower(),
+        "relevance": entry.relevance,
+        "baseline_score": baseline_score(entry.relevance),
+        "created_at_us": (entry.created_at - _EPOCH) // _MICROSECOND,
+        "access_count": entry.access_count,
+        "validated": entry.validated,
+    }
+
+
+def _tag_rows(entry: MemoryEntry) -> Iterator[dict[str, Any]]:
+    for position, tag in enumerate(entry.tags):
+        yield {
+            "tag_entry_id": entry.id,
+            "tag_position": position,
+            "tag_text": tag,
+            "tag_text_lower": tag.lower(),
+        }
+
+
+async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntry]) -> None:
+    """Insert validated entries in order: one executemany per table.
+
+    Raises:
+        DuplicateEntryError: two entries of the batch share an id (a clash with a
+            stored entry surfaces from the database as the same error).
+
+    """
+    if len({entry.id for entry in batch}) != len(batch):
+        raise DuplicateEntryError("the batch holds two entries with the same id")
+    await connection.execute(insert(entries), [_entry_row(entry) for entry in batch])
+    tag_rows = [row for entry in batch for row in _tag_rows(entry)]
+    if tag_rows:
+        await connection.execute(_INSERT_TAG, tag_rows)
+
+
+async def delete_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> bool:
+    """Delete one entry (its tags cascade); return whether it existed."""
+    result = await connection.execute(delete(entries).where(entries.c.id == entry_id))
+    return bool(result.rowcount)
+
+
+async def prune(connection: AsyncConnection) -> int:
+    """Delete every entry whose relevance, as binary32, is below 0.05; return how many."""
+    result = await connection.execute(delete(entries).where(entries.c.relevance < PRUNE_THRESHOLD))
+    return int(result.rowcount)
+
+
+# --- reading ---------------------------------------------------------------
+
+
+async def count(connection: AsyncConnection) -> int:
+    """The number of stored entries."""
+    return int((await connection.execute(select(func.count()).select_from(entries))).scalar_one())
+
+
+async def get_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> MemoryEntry | None:
+    """The entry with this id, or None."""
+    row = (
+        await connection.execute(select(*_ENTRY_COLUMNS).where(entries.c.id == entry_id))
+    ).one_or_none()
+    if row is None:
+        return None
+    found = await _load(connection, [row.seq], rows=[row])
+    return found[row.seq]
+
+
+async def fetch_entries(connection: AsyncConnection, seqs: Sequence[int]) -> list[MemoryEntry]:
+    """The entries with these insertion numbers, in the order given."""
+    found = await _load(connection, seqs)
+    return [found[seq] for seq in seqs]
+
+
+async def _load(
+    connection: AsyncConnection, seqs: Sequence[int], rows: Sequence[Any] | None = None
+) -> dict[int, MemoryEntry]:
+    entry_rows = list(rows) if rows is not None else []
+    tags_of: dict[int, list[str]] = {seq: [] for seq in seqs}
+    for chunk in _chunks(seqs, _IDS_PER_STATEMENT):
+        if rows is None:
+            entry_rows.extend(
+                await connection.execute(select(*_ENTRY_COLUMNS).where(entries.c.seq.in_(chunk)))
+            )
+        tag_result = await connection.execute(
+            select(tags.c.entry_seq, tags.c.tag)
+            .where(tags.c.entry_seq.in_(chunk))
+            .order_by(tags.c.entry_seq, tags.c.position)
+        )
+        for entry_seq, tag in tag_result:
+            tags_of[entry_seq].append(tag)
+    return {
+        row.seq: MemoryEntry(
+            category=MemoryCategory(row.category),
+            memory=row.memory,
+            tags=tags_of[row.seq],
+            relevance=row.relevance,
+            id=row.id,
+            created_at=_EPOCH + row.created_at_us * _MICROSECOND,
+            access_count=row.access_count,
+            validated=bool(row.validated),
+        )
+        for row in entry_rows
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """An entry that may be in the top ``limit``: its insertion number and exact score."""
+
+    seq: int
+    score: float
+
+
+async def top_candidates(
+    connection: AsyncConnection, query: ParsedQuery, limit: int
+) -> list[Candidate]:
+    """The best ``limit`` entries for ``query``, exactly as the reference ranks them.
+
+    Why this is exact: an entry either *matches* (a query word occurs in its
+    memory, or a tag contains the query) or it does not. The database returns
+    every matching entry with which words it matched, and Python scores them
+    exactly. An entry that does not match scores its stored ``baseline_score``,
+    so the best non-matching entries are the first rows of the index on
+    (baseline_score DESC, seq): reading ``limit`` + (number matched) rows of it
+    is enough to find ``limit`` that do not match. Merging both and sorting by
+    (score desc, seq) is the reference's stable sort.
+    """
+    if limit == 0:
+        return []
+    matched = await _matching(connection, query)
+    scored = [
+        Candidate(seq, score(relevance, hits, query.word_count, tagged))
+        for seq, (relevance, hits, tagged) in matched.items()
+    ]
+    unmatched = await connection.execute(
+        select(entries.c.seq, entries.c.baseline_score)
+        .order_by(entries.c.baseline_score.desc(), entries.c.seq)
+        .limit(limit + len(matched))
+    )
+    scored.extend(Candidate(seq, base) for seq, base in unmatched if seq not in matched)
+    scored.sort(key=lambda candidate: (-candidate.score, candidate.seq))
+    return scored[:limit]
+
+
+async def _matching(
+    connection: AsyncConnection, query: ParsedQuery
+) -> dict[int, tuple[float, int, bool]]:
+    """Every entry a query word or the tag test touches: seq -> (relevance, matches, tagged)."""
+    found: dict[int, tuple[float, int, bool]] = {}
+    for start in range(0, len(query.words), _WORDS_PER_STATEMENT):
+        words = query.words[start : start + _WORDS_PER_STATEMENT]
+        weights = query.weights[start : start + _WORDS_PER_STATEMENT]
+        hits = [contains(entries.c.memory_lower, word) for word in words]
+        statement = select(entries.c.seq, entries.c.relevance, *hits).where(or_(*hits))
+        for seq, relevance, *flags in await connection.execute(statement):
+            matches = sum(weight for weight, hit in zip(weights, flags, strict=True) if hit)
+            _, before, _ = found.get(seq, (relevance, 0, False))
+            found[seq] = (relevance, before + matches, False)
+    tagged = select(entries.c.seq, entries.c.relevance).where(
+        entries.c.seq.in_(select(tags.c.entry_seq).where(contains(tags.c.tag_lower, query.text)))
+    )
+    for seq, relevance in await connection.execute(tagged):
+        _, matches, _ = found.get(seq, (relevance, 0, False))
+        found[seq] = (relevance, matches, True)
+    return found
+
+
+def _chunks(items: Sequence[int], size: int) -> Iterable[Sequence[int]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,270 @@
+"""SqlMemoryStore: the LoopMemory contract over SQLAlchemy 2 async, and open_store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Generator, Iterable
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from loopctl_memory import migrate
+from loopctl_memory.entry import (
+    ConsolidationStats,
+    MemoryEntry,
+    validate_entry,
+    validate_query,
+)
+from loopctl_memory.errors import InvalidEntryError, StorageError
+from loopctl_memory.scoring import parse_query
+from loopctl_memory.sql import repository
+from loopctl_memory.sql.boundary import translate_errors
+from loopctl_memory.sql.engine import WRITE, Target, begin_mode, create_engine, resolve_target
+
+DEFAULT_BUSY_TIMEOUT = 5.0
+"""Seconds a SQLite writer waits for another writer's lock before StorageError."""
+
+
+class SqlMemoryStore:
+    """The loopctl memory contract, persistent, on SQLite or PostgreSQL.
+
+    Open one with :func:`open_store`. Every operation is one transaction: it
+    commits on success, and on any failure rolls back and leaves the store as
+    it was. Writes on SQLite start as ``BEGIN IMMEDIATE`` so concurrent writers
+    wait (up to ``busy_timeout``) instead of failing. A ``:memory:`` database is
+    one connection, so its operations run one at a time.
+    """
+
+    def __init__(self, engine: AsyncEngine, target: Target) -> None:
+        self._engine = engine
+        self._target = target
+        # :memory: is a single connection and so a single transaction: serialise.
+        self._serial: AbstractAsyncContextManager[Any] = (
+            asyncio.Lock() if target.is_memory else contextlib.nullcontext()
+        )
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        target: str | os.PathLike[str] = ":memory:",
+        *,
+        migrate: bool = True,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        echo: bool = False,
+    ) -> SqlMemoryStore:
+        """Connect to ``target`` and check (or bring) its schema to the current revision.
+
+        Raises:
+            SchemaError: the schema is unknown, newer, or older and ``migrate`` is false.
+            StorageError: the database cannot be opened.
+
+        """
+        resolved = resolve_target(target)
+        with translate_errors(f"open {resolved.describe()}"):
+            engine = create_engine(resolved, busy_timeout=busy_timeout, echo=echo)
+        store = cls(engine, resolved)
+        try:
+            with translate_errors(f"open {resolved.describe()}"):
+                async with engine.connect() as connection:
+                    await connection.run_sync(migrate_schema, upgrade=migrate)
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    @property
+    def target(self) -> str:
+        """Where the store lives (":memory:", a file path, or a URL without password)."""
+        return self._target.describe()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine, for tools such as migrations; not for writing entries."""
+        return self._engine
+
+    # --- the LoopMemory contract ---
+
+    async def store(self, entry: MemoryEntry) -> None:
+        """Store one entry durably.
+
+        Raises:
+            InvalidEntryError: the entry is not valid (nothing is stored).
+            DuplicateEntryError: an entry with this id is already stored.
+            StorageError: the database refused the write.
+
+        """
+        await self.store_many((entry,))
+
+    async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
+        """Store every entry in one transaction, in order: all of them or none."""
+        batch = [validate_entry(entry) for entry in entries]
+        if not batch:
+            return
+        async with self._transaction("store", write=True) as connection:
+            await repository.insert_entries(connection, batch)
+
+    async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
+        """Return up to ``limit`` entries exactly as the reference ranks them.
+
+        Raises:
+            InvalidEntryError: ``query`` is not a str or ``limit`` is not an int >= 0.
+
+        """
+        validate_query(query, limit)
+        parsed = parse_query(query)
+        async with self._transaction("retrieve", write=False) as connection:
+            best = await repository.top_candidates(connection, parsed, limit)
+            return await repository.fetch_entries(connection, [c.seq for c in best])
+
+    async def consolidate(self) -> ConsolidationStats:
+        """Delete every entry whose relevance, as binary32, is below 0.05, in one transaction."""
+        async with self._transaction("consolidate", write=True) as connection:
+            before = await repository.count(connection)
+            pruned = await repository.prune(connection)
+        return ConsolidationStats(
+            entries_before=before, entries_after=before - pruned, pruned=pruned
+        )
+
+    async def count(self) -> int:
+        """Return the number of stored entries."""
+        async with self._transaction("count", write=False) as connection:
+            return await repository.count(connection)
+
+    async def is_empty(self) -> bool:
+        """Return whether no entry is stored."""
+        return await self.count() == 0
+
+    # --- beyond the contract ---
+
+    async def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
+        """Return the entry with this id, or None."""
+        async with self._transaction("get", write=False) as connection:
+            return await repository.get_entry(connection, _check_id(entry_id))
+
+    async def delete(self, entry_id: uuid.UUID) -> bool:
+        """Delete the entry with this id; return whether it existed."""
+        async with self._transaction("delete", write=True) as connection:
+            return await repository.delete_entry(connection, _check_id(entry_id))
+
+    async def schema_revision(self) -> str | None:
+        """The alembic revision the database is at."""
+        self._check_open()
+        async with self._serial:
+            with translate_errors("read the schema revision"):
+                async with self._engine.connect() as connection:
+                    return await connection.run_sync(migrate.current)
+
+    async def close(self) -> None:
+        """Release every connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with translate_errors("close"):
+            await self._engine.dispose()
+
+    async def __aenter__(self) -> SqlMemoryStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            warnings.warn(
+                f"SqlMemoryStore({self.target}) was never closed; use `async with open_store(...)`"
+                " or `await store.close()`",
+                ResourceWarning,
+                stacklevel=2,
+            )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<SqlMemoryStore {self.target} ({state})>"
+
+    # --- the unit of work ---
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"the store at {self.target} is closed")
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self, action: str, *, write: bool) -> AsyncIterator[AsyncConnection]:
+        """One transaction: commit when the block succeeds, roll back on any exception."""
+        self._check_open()
+        async with self._serial:
+            with translate_errors(action):
+                async with self._engine.connect() as connection:
+                    if write:
+                        await connection.execution_options(**begin_mode(WRITE))
+                    async with connection.begin():
+                        yield connection
+
+
+def migrate_schema(connection: Connection, *, upgrade: bool) -> str:
+    """Bring the schema to head (or check it is there); see :func:`migrate.ensure_schema`."""
+    return migrate.ensure_schema(connection, upgrade=upgrade)
+
+
+def _check_id(entry_id: object) -> uuid.UUID:
+    if not isinstance(entry_id, uuid.UUID):
+        raise InvalidEntryError(f"an entry id is a uuid.UUID, not {type(entry_id).__name__}")
+    return entry_id
+
+
+class _OpenStore:
+    """What :func:`open_store` returns: await it, or use it as an async context manager."""
+
+    def __init__(self, target: str | os.PathLike[str], options: dict[str, Any]) -> None:
+        self._target = target
+        self._options = options
+        self._store: SqlMemoryStore | None = None
+
+    def __await__(self) -> Generator[Any, None, SqlMemoryStore]:
+        return SqlMemoryStore.open(self._target, **self._options).__await__()
+
+    async def __aenter__(self) -> SqlMemoryStore:
+        self._store = await SqlMemoryStore.open(self._target, **self._options)
+        return self._store
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> _OpenStore:
+    """Open a :class:`SqlMemoryStore` at ``target``, migrating its schema to head.
+
+    ``target`` is ``":memory:"``, a file path, or a SQLAlchemy URL
+    (``sqlite+aiosqlite:///...``, ``postgresql+asyncpg://...``).
+
+    Options:
+        migrate (bool): upgrade an older schema (default True); if False, an
+            older or empty database raises SchemaError.
+        busy_timeout (float): seconds a SQLite writer waits for a lock (default 5).
+        echo (bool): log every SQL statement.
+
+    Example:
+        >>> async def main() -> None:
+        ...     async with open_store("memory.db") as store:
+        ...         await store.store(MemoryEntry(MemoryCategory.FACT, "CI runs make test"))
+
+    """
+    return _OpenStore(target, options)

@@ -1,0 +1,78 @@
+"""Fixtures shared by every test: one `store` per backend, the same contract for all."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from loopctl_memory import InMemoryStore, SqlMemoryStore, open_store
+
+AnyStore = InMemoryStore | SqlMemoryStore
+StoreFactory = Callable[[], Awaitable[AnyStore]]
+
+POSTGRES_URL_VARIABLE = "LOOPCTL_MEMORY_TEST_POSTGRES_URL"
+
+BACKENDS = [
+    "reference",
+    "sqlite-memory",
+    "sqlite-file",
+    pytest.param(
+        "postgresql",
+        marks=pytest.mark.skipif(
+            not os.environ.get(POSTGRES_URL_VARIABLE),
+            reason=f"no PostgreSQL configured: set {POSTGRES_URL_VARIABLE} "
+            "(postgresql+asyncpg://...) or run .ci/run, which starts one",
+        ),
+    ),
+]
+
+
+async def _reset_postgres(url: str) -> None:
+    async with open_store(url) as store, store.engine.begin() as connection:
+        await connection.execute(text("DELETE FROM entries"))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The name of the backend under test."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def store_factory(backend: str, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    """Open fresh, empty stores of the backend under test; all are closed after the test.
+
+    For sqlite-file every store the factory opens is the same file, so a test
+    can reopen it; for the others each call gives a new empty store.
+    """
+    opened: list[AnyStore] = []
+
+    async def make() -> AnyStore:
+        made: AnyStore
+        if backend == "reference":
+            made = InMemoryStore()
+        elif backend == "sqlite-memory":
+            made = await open_store(":memory:")
+        elif backend == "sqlite-file":
+            made = await open_store(tmp_path / "memory.db")
+        else:
+            url = os.environ[POSTGRES_URL_VARIABLE]
+            if not opened:
+                await _reset_postgres(url)
+            made = await open_store(url)
+        opened.append(made)
+        return made
+
+    yield make
+    for made in opened:
+        await made.close()
+
+
+@pytest.fixture
+async def store(store_factory: StoreFactory) -> AnyStore:
+    """A fresh, empty store of the backend under test."""
+    return await store_factory()
