@@ -49,8 +49,8 @@ class Target:
 def resolve_target(target: str | os.PathLike[str]) -> Target:
     """Turn ``":memory:"``, a filesystem path or a SQLAlchemy URL into a Target.
 
-    Plain ``sqlite://`` URLs are given the async aiosqlite driver, and
-    ``postgresql://`` URLs the asyncpg driver.
+    ``sqlite://`` URLs are given the async aiosqlite driver and
+    ``postgresql://`` URLs the asyncpg driver; other drivers are refused.
 
     Raises:
         StorageError: the URL cannot be parsed or names a synchronous driver.
@@ -66,16 +66,14 @@ def resolve_target(target: str | os.PathLike[str]) -> Target:
         url = make_url(target)
     except ArgumentError as exc:
         raise StorageError(f"cannot parse database URL {target!r}: {exc}") from exc
-    backend, driver = url.get_backend_name(), url.get_driver_name()
-    if backend == "sqlite" and driver in ("pysqlite", "aiosqlite"):
-        url = url.set(drivername="sqlite+aiosqlite")
-    elif backend == "postgresql" and driver in ("psycopg2", "asyncpg"):
-        url = url.set(drivername="postgresql+asyncpg")
-    else:
+    drivers = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+    wanted = drivers.get(url.get_backend_name())
+    if wanted is None or url.drivername not in (url.get_backend_name(), wanted):
         raise StorageError(
             f"unsupported database URL {url.drivername!r}: "
             "use sqlite+aiosqlite://... or postgresql+asyncpg://..."
         )
+    url = url.set(drivername=wanted)
     return Target(url)
 
 
@@ -108,7 +106,6 @@ def _configure_sqlite(engine: AsyncEngine, *, memory: bool, busy_timeout: float)
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
             if not memory:
-                cursor.execute("PRAGMA journal_mode=WAL")
                 cursor.execute("PRAGMA synchronous=NORMAL")
         finally:
             cursor.close()
@@ -119,6 +116,19 @@ def _configure_sqlite(engine: AsyncEngine, *, memory: bool, busy_timeout: float)
         # write fails at once with "database is locked" under WAL, whatever the timeout.
         mode = connection.get_execution_options().get(_BEGIN_MODE, "")
         connection.exec_driver_sql(f"BEGIN {mode}".rstrip())
+
+
+def enable_wal(connection: Connection) -> None:
+    """Switch a SQLite file to write-ahead logging (a persistent property of the file).
+
+    Done once the schema is known to be ours, never before: the switch rewrites
+    the file header, and a file we refuse must be left exactly as it was.
+    """
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+    finally:
+        cursor.close()
 
 
 def begin_mode(mode: str) -> dict[str, str]:

@@ -192,12 +192,8 @@ async def top_candidates(
         Candidate(seq, score(relevance, hits, query.word_count, tagged))
         for seq, (relevance, hits, tagged) in matched.items()
     ]
-    unmatched = await connection.execute(
-        select(entries.c.seq, entries.c.baseline_score)
-        .order_by(entries.c.baseline_score.desc(), entries.c.seq)
-        .limit(limit + len(matched))
-    )
-    scored.extend(Candidate(seq, base) for seq, base in unmatched if seq not in matched)
+    best_baselines = await _best_baselines(connection, limit + len(matched))
+    scored.extend(Candidate(seq, base) for seq, base in best_baselines if seq not in matched)
     scored.sort(key=lambda candidate: (-candidate.score, candidate.seq))
     return scored[:limit]
 
@@ -223,6 +219,16 @@ async def _matching(
         _, matches, _ = found.get(seq, (relevance, 0, False))
         found[seq] = (relevance, matches, True)
     return found
+
+
+async def _best_baselines(connection: AsyncConnection, rows: int) -> list[tuple[int, float]]:
+    """The first ``rows`` entries by (baseline_score desc, seq): an index range scan."""
+    result = await connection.execute(
+        select(entries.c.seq, entries.c.baseline_score)
+        .order_by(entries.c.baseline_score.desc(), entries.c.seq)
+        .limit(rows)
+    )
+    return [(seq, base) for seq, base in result]
 
 
 def _chunks(items: Sequence[int], size: int) -> Iterable[Sequence[int]]:

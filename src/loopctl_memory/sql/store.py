@@ -26,7 +26,14 @@ from loopctl_memory.errors import InvalidEntryError, StorageError
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import repository
 from loopctl_memory.sql.boundary import translate_errors
-from loopctl_memory.sql.engine import WRITE, Target, begin_mode, create_engine, resolve_target
+from loopctl_memory.sql.engine import (
+    WRITE,
+    Target,
+    begin_mode,
+    create_engine,
+    enable_wal,
+    resolve_target,
+)
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 """Seconds a SQLite writer waits for another writer's lock before StorageError."""
@@ -74,7 +81,9 @@ class SqlMemoryStore:
         try:
             with translate_errors(f"open {resolved.describe()}"):
                 async with engine.connect() as connection:
-                    await connection.run_sync(migrate_schema, upgrade=migrate)
+                    await connection.run_sync(
+                        _prepare, upgrade=migrate, wal=resolved.is_sqlite and not resolved.is_memory
+                    )
         except BaseException:
             await store.close()
             raise
@@ -213,9 +222,11 @@ class SqlMemoryStore:
                         yield connection
 
 
-def migrate_schema(connection: Connection, *, upgrade: bool) -> str:
-    """Bring the schema to head (or check it is there); see :func:`migrate.ensure_schema`."""
-    return migrate.ensure_schema(connection, upgrade=upgrade)
+def _prepare(connection: Connection, *, upgrade: bool, wal: bool) -> None:
+    """Bring the schema to head (or check it is there), then switch a SQLite file to WAL."""
+    migrate.ensure_schema(connection, upgrade=upgrade)
+    if wal:
+        enable_wal(connection)
 
 
 def _check_id(entry_id: object) -> uuid.UUID:

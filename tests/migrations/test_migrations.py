@@ -1,0 +1,130 @@
+"""The schema is owned by the alembic migrations, for every SQLite mode."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+
+from loopctl_memory import MemoryCategory, MemoryEntry, SchemaError, migrate, open_store
+
+TARGETS = [":memory:", "file"]
+
+
+def _target(kind: str, tmp_path: Path) -> str:
+    return ":memory:" if kind == ":memory:" else str(tmp_path / "memory.db")
+
+
+def _sqlite_file(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
+    async with open_store(_target(kind, tmp_path)) as store:
+        assert migrate.head() == await store.schema_revision()
+        async with store.engine.connect() as connection:
+            tables = await connection.run_sync(lambda c: set(inspect(c).get_table_names()))
+    assert {"alembic_version", "entries", "tags"} == tables
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+async def test_models_and_migrations_do_not_drift(kind, tmp_path):
+    """`alembic check` finds no difference between the tables and the migrations."""
+    async with open_store(_target(kind, tmp_path)) as store, store.engine.connect() as connection:
+        await connection.run_sync(migrate.check)
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+async def test_downgrade_to_base_removes_every_table_and_upgrade_restores_them(kind, tmp_path):
+    async with open_store(_target(kind, tmp_path)) as store:
+        async with store.engine.connect() as connection:
+            assert await connection.run_sync(migrate.upgrade_to, "base") is None
+        async with store.engine.connect() as connection:
+            tables = await connection.run_sync(lambda c: set(inspect(c).get_table_names()))
+        assert tables <= {"alembic_version"}
+        async with store.engine.connect() as connection:
+            assert migrate.head() == await connection.run_sync(migrate.upgrade_to, "head")
+        async with store.engine.connect() as connection:
+            await connection.run_sync(migrate.check)
+        await store.store(MemoryEntry(MemoryCategory.FACT, "works after re-upgrade"))
+        assert 1 == await store.count()
+
+
+async def test_migrate_false_refuses_an_uninitialised_database(tmp_path):
+    path = _sqlite_file(tmp_path)
+    sqlite3.connect(path).close()
+    with pytest.raises(SchemaError, match="not initialised"):
+        await open_store(path, migrate=False)
+
+
+async def test_migrate_false_opens_a_database_at_head(tmp_path):
+    path = _sqlite_file(tmp_path)
+    async with open_store(path) as store:
+        await store.store(MemoryEntry(MemoryCategory.FACT, "kept"))
+    async with open_store(path, migrate=False) as store:
+        assert 1 == await store.count()
+
+
+async def test_migrate_false_refuses_an_older_database(tmp_path):
+    path = _sqlite_file(tmp_path)
+    async with open_store(path) as store, store.engine.connect() as connection:
+        await connection.run_sync(migrate.upgrade_to, "base")
+    with pytest.raises(SchemaError, match="run `loopctl-memory migrate`"):
+        await open_store(path, migrate=False)
+
+
+def _set_revision(path: Path, revision: str) -> None:
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = ?", (revision,))
+    connection.close()
+
+
+async def test_a_database_at_an_unknown_revision_is_refused_and_left_untouched(tmp_path):
+    path = _sqlite_file(tmp_path)
+    async with open_store(path) as store:
+        await store.store(MemoryEntry(MemoryCategory.FACT, "from the future"))
+    _set_revision(path, "9999_from_a_newer_version")
+    before = path.read_bytes()
+    with pytest.raises(SchemaError, match="9999_from_a_newer_version"):
+        await open_store(path)
+    assert before == path.read_bytes()
+
+
+async def test_a_database_with_foreign_tables_is_refused_and_left_untouched(tmp_path):
+    path = _sqlite_file(tmp_path)
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    connection.close()
+    before = path.read_bytes()
+    with pytest.raises(SchemaError, match="not a loopctl-memory database"):
+        await open_store(path)
+    assert before == path.read_bytes()
+
+
+async def test_an_older_database_is_upgraded_with_its_data(tmp_path):
+    """Open at head, step back to the previous revision (keeping rows when it has
+    the entries table), reopen: the data is still there at head."""
+    revisions = migrate.history()
+    path = _sqlite_file(tmp_path)
+    entry = MemoryEntry(MemoryCategory.STRATEGY, "survives upgrades", tags=["a", "b"])
+    async with open_store(path) as store:
+        await store.store(entry)
+        if len(revisions) < 2:
+            pytest.skip("only one revision so far: nothing older to upgrade from")
+        async with store.engine.connect() as connection:
+            await connection.run_sync(migrate.upgrade_to, revisions[-2].revision)
+    async with open_store(path) as store:
+        assert migrate.head() == await store.schema_revision()
+        assert entry == await store.get(entry.id)
+
+
+def test_history_lists_every_revision_oldest_first():
+    revisions = migrate.history()
+    assert revisions[0].down_revision is None
+    assert migrate.head() == revisions[-1].revision
+    for older, newer in itertools.pairwise(revisions):
+        assert older.revision == newer.down_revision

@@ -1,0 +1,77 @@
+"""Opening SQLite files: what is refused is reported clearly and left as it was."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, errors, open_store
+from loopctl_memory.errors import LoopMemoryError
+from loopctl_memory.sql.engine import resolve_target
+
+
+async def test_a_file_that_is_not_a_database_raises_storage_error_and_is_untouched(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"these are my notes, not a database\n" * 200)
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match="not a database") as caught:
+        await open_store(path)
+    assert isinstance(caught.value.__cause__, Exception)
+    assert before == path.read_bytes()
+
+
+async def test_a_corrupt_database_raises_storage_error_and_is_untouched(tmp_path):
+    path = tmp_path / "memory.db"
+    async with open_store(path) as store:
+        await store.store(MemoryEntry(MemoryCategory.FACT, "soon to be damaged"))
+    damaged = bytearray(path.read_bytes())
+    damaged[0:16] = b"garbage-garbage!"
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(StorageError):
+        await open_store(path)
+    assert bytes(damaged) == path.read_bytes()
+
+
+async def test_a_missing_directory_raises_storage_error(tmp_path):
+    with pytest.raises(StorageError, match="unable to open"):
+        await open_store(tmp_path / "no" / "such" / "dir" / "memory.db")
+
+
+async def test_an_unsupported_url_raises_storage_error():
+    with pytest.raises(StorageError, match="unsupported database URL"):
+        await open_store("mysql://localhost/memory")
+    with pytest.raises(StorageError, match="unsupported database URL"):
+        await open_store("sqlite+pysqlite:///memory.db")
+
+
+async def test_a_busy_writer_past_the_timeout_raises_storage_error_and_changes_nothing(tmp_path):
+    """Another process holds the write lock longer than our busy timeout."""
+    path = tmp_path / "memory.db"
+    async with open_store(path, busy_timeout=0.05) as store:
+        blocker = sqlite3.connect(path, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            with pytest.raises(StorageError, match="locked") as caught:
+                await store.store(MemoryEntry(MemoryCategory.FACT, "has to wait"))
+            assert not isinstance(caught.value, sqlite3.Error)
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        assert 0 == await store.count()
+
+
+def test_every_library_error_derives_from_the_root():
+    for name in ("InvalidEntryError", "DuplicateEntryError", "SchemaError", "StorageError"):
+        assert issubclass(getattr(errors, name), LoopMemoryError)
+    assert issubclass(errors.InvalidEntryError, ValueError)
+    assert issubclass(errors.DuplicateEntryError, errors.InvalidEntryError)
+
+
+def test_paths_and_urls_resolve_to_the_async_sqlite_driver(tmp_path: Path):
+    assert "sqlite+aiosqlite" == resolve_target(tmp_path / "m.db").url.drivername
+    assert "sqlite+aiosqlite" == resolve_target("sqlite:///m.db").url.drivername
+    assert resolve_target(":memory:").is_memory
+    assert not resolve_target("m.db").is_memory
+    assert "postgresql+asyncpg" == resolve_target("postgresql://u@h/db").url.drivername
