@@ -7,10 +7,10 @@ import contextlib
 import os
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Generator, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -34,6 +34,8 @@ from loopctl_memory.sql.engine import (
     enable_wal,
     resolve_target,
 )
+
+T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 """Seconds a SQLite writer waits for another writer's lock before StorageError."""
@@ -117,8 +119,7 @@ class SqlMemoryStore:
         batch = [validate_entry(entry) for entry in entries]
         if not batch:
             return
-        async with self._transaction("store", write=True) as connection:
-            await repository.insert_entries(connection, batch)
+        await self._run("store", lambda c: repository.insert_entries(c, batch), write=True)
 
     async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
         """Return up to ``limit`` entries exactly as the reference ranks them.
@@ -129,23 +130,27 @@ class SqlMemoryStore:
         """
         validate_query(query, limit)
         parsed = parse_query(query)
-        async with self._transaction("retrieve", write=False) as connection:
+
+        async def work(connection: AsyncConnection) -> list[MemoryEntry]:
             best = await repository.top_candidates(connection, parsed, limit)
             return await repository.fetch_entries(connection, [c.seq for c in best])
 
+        return await self._run("retrieve", work, write=False)
+
     async def consolidate(self) -> ConsolidationStats:
         """Delete every entry whose relevance, as binary32, is below 0.05, in one transaction."""
-        async with self._transaction("consolidate", write=True) as connection:
-            before = await repository.count(connection)
-            pruned = await repository.prune(connection)
+
+        async def work(connection: AsyncConnection) -> tuple[int, int]:
+            return await repository.count(connection), await repository.prune(connection)
+
+        before, pruned = await self._run("consolidate", work, write=True)
         return ConsolidationStats(
             entries_before=before, entries_after=before - pruned, pruned=pruned
         )
 
     async def count(self) -> int:
         """Return the number of stored entries."""
-        async with self._transaction("count", write=False) as connection:
-            return await repository.count(connection)
+        return await self._run("count", repository.count, write=False)
 
     async def is_empty(self) -> bool:
         """Return whether no entry is stored."""
@@ -155,13 +160,13 @@ class SqlMemoryStore:
 
     async def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
         """Return the entry with this id, or None."""
-        async with self._transaction("get", write=False) as connection:
-            return await repository.get_entry(connection, _check_id(entry_id))
+        entry_id = _check_id(entry_id)
+        return await self._run("get", lambda c: repository.get_entry(c, entry_id), write=False)
 
     async def delete(self, entry_id: uuid.UUID) -> bool:
         """Delete the entry with this id; return whether it existed."""
-        async with self._transaction("delete", write=True) as connection:
-            return await repository.delete_entry(connection, _check_id(entry_id))
+        entry_id = _check_id(entry_id)
+        return await self._run("delete", lambda c: repository.delete_entry(c, entry_id), write=True)
 
     async def schema_revision(self) -> str | None:
         """The alembic revision the database is at."""
@@ -209,17 +214,49 @@ class SqlMemoryStore:
         if self._closed:
             raise StorageError(f"the store at {self.target} is closed")
 
-    @contextlib.asynccontextmanager
-    async def _transaction(self, action: str, *, write: bool) -> AsyncIterator[AsyncConnection]:
-        """One transaction: commit when the block succeeds, roll back on any exception."""
+    async def _run(
+        self, action: str, work: Callable[[AsyncConnection], Awaitable[T]], *, write: bool
+    ) -> T:
+        """Run ``work`` as one transaction: commit if it succeeds, roll back if anything fails.
+
+        The transaction runs in a task of its own that the caller's cancellation
+        cannot interrupt half way (an interrupted statement makes SQLAlchemy drop
+        the connection, and with it a whole ``:memory:`` database). A cancelled
+        caller instead makes the transaction roll back at its next step and then
+        sees CancelledError; only a commit already under way still completes.
+        """
         self._check_open()
+        abort = asyncio.Event()
         async with self._serial:
-            with translate_errors(action):
-                async with self._engine.connect() as connection:
-                    if write:
-                        await connection.execution_options(**begin_mode(WRITE))
-                    async with connection.begin():
-                        yield connection
+            unit = asyncio.ensure_future(self._unit_of_work(action, work, write, abort))
+            cancelled = False
+            while not unit.done():
+                try:
+                    await asyncio.wait((unit,))
+                except asyncio.CancelledError:
+                    cancelled = True
+                    abort.set()
+            if cancelled:
+                unit.exception()  # retrieved, so asyncio does not log it as never awaited
+                raise asyncio.CancelledError
+            return unit.result()
+
+    async def _unit_of_work(
+        self,
+        action: str,
+        work: Callable[[AsyncConnection], Awaitable[T]],
+        write: bool,
+        abort: asyncio.Event,
+    ) -> T:
+        with translate_errors(action):
+            async with self._engine.connect() as connection:
+                if write:
+                    await connection.execution_options(**begin_mode(WRITE))
+                async with connection.begin() as transaction:
+                    result = await work(connection)
+                    if abort.is_set():
+                        await transaction.rollback()
+                return result
 
 
 def _prepare(connection: Connection, *, upgrade: bool, wal: bool) -> None:
