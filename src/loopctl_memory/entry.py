@@ -134,12 +134,19 @@ def validate_entry(entry: object) -> MemoryEntry:
         raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {count!r}")
     if not isinstance(entry.validated, bool):
         raise InvalidEntryError(f"validated must be a bool, not {type(entry.validated).__name__}")
-    return dataclasses.replace(
-        entry,
-        category=category,
+    try:
+        created_at = created_at.astimezone(UTC)
+    except OverflowError:
+        raise InvalidEntryError(f"created_at {created_at} is out of range in UTC") from None
+    return MemoryEntry(
+        category,
+        entry.memory,
         tags=list(entry.tags),
         relevance=relevance,
-        created_at=created_at.astimezone(UTC),
+        id=entry.id,
+        created_at=created_at,
+        access_count=count,
+        validated=entry.validated,
     )
 
 

@@ -7,13 +7,14 @@ candidates and ``loopctl_memory.scoring`` ranks them.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, or_, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
@@ -30,14 +31,41 @@ _WORDS_PER_STATEMENT = 60
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
 _IDS_PER_STATEMENT = 10_000
 
-_INSERT_TAG = insert(tags).values(
-    entry_seq=select(entries.c.seq)
-    .where(entries.c.id == bindparam("tag_entry_id", type_=entries.c.id.type))
-    .scalar_subquery(),
-    position=bindparam("tag_position"),
-    tag=bindparam("tag_text"),
-    tag_lower=bindparam("tag_text_lower"),
+# Inserts go to the driver's executemany directly, with rows as tuples: SQLAlchemy's
+# per-row parameter processing cost more than the database's work.
+_ENTRY_FIELDS = (
+    "id",
+    "category",
+    "memory",
+    "memory_lower",
+    "relevance",
+    "baseline_score",
+    "created_at_us",
+    "access_count",
+    "validated",
 )
+_TAG_FIELDS = ("position", "tag", "tag_lower", "entry_seq")
+
+
+@functools.cache
+def _insert_sql(paramstyle: str) -> tuple[str, str]:
+    """The entries and tags INSERT statements in the driver's parameter style."""
+
+    def marks(count: int) -> list[str]:
+        if paramstyle == "qmark":
+            return ["?"] * count
+        return [f"${number}" for number in range(1, count + 1)]  # asyncpg: numeric_dollar
+
+    entry_marks = ", ".join(marks(len(_ENTRY_FIELDS)))
+    *tag_marks, id_mark = marks(len(_TAG_FIELDS))
+    # Only our own table and column names are formatted in; every value is a parameter.
+    entry_sql = f"INSERT INTO entries ({', '.join(_ENTRY_FIELDS)}) VALUES ({entry_marks})"  # noqa: S608
+    tag_sql = (
+        f"INSERT INTO tags ({', '.join(_TAG_FIELDS)}) "  # noqa: S608
+        f"SELECT {', '.join(tag_marks)}, seq FROM entries WHERE id = {id_mark}"
+    )
+    return entry_sql, tag_sql
+
 
 _ENTRY_COLUMNS = (
     entries.c.seq,
@@ -54,28 +82,31 @@ _ENTRY_COLUMNS = (
 # --- writing ---------------------------------------------------------------
 
 
-def _entry_row(entry: MemoryEntry) -> dict[str, Any]:
-    return {
-        "id": entry.id,
-        "category": entry.category.value,
-        "memory": entry.memory,
-        "memory_lower": entry.memory.lower(),
-        "relevance": entry.relevance,
-        "baseline_score": baseline_score(entry.relevance),
-        "created_at_us": (entry.created_at - _EPOCH) // _MICROSECOND,
-        "access_count": entry.access_count,
-        "validated": entry.validated,
-    }
-
-
-def _tag_rows(entry: MemoryEntry) -> Iterator[dict[str, Any]]:
-    for position, tag in enumerate(entry.tags):
-        yield {
-            "tag_entry_id": entry.id,
-            "tag_position": position,
-            "tag_text": tag,
-            "tag_text_lower": tag.lower(),
-        }
+def _rows(
+    batch: Sequence[MemoryEntry], native: bool
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Entry rows and tag rows in field order; ``native``: the driver takes UUID and bool."""
+    entry_rows: list[tuple[Any, ...]] = []
+    tag_rows: list[tuple[Any, ...]] = []
+    for entry in batch:
+        key: Any = entry.id if native else entry.id.hex  # Uuid() stores 32 hex digits on SQLite
+        entry_rows.append(
+            (
+                key,
+                entry.category.value,
+                entry.memory,
+                entry.memory.lower(),
+                entry.relevance,
+                baseline_score(entry.relevance),
+                (entry.created_at - _EPOCH) // _MICROSECOND,
+                entry.access_count,
+                entry.validated if native else int(entry.validated),
+            )
+        )
+        tag_rows.extend(
+            (position, tag, tag.lower(), key) for position, tag in enumerate(entry.tags)
+        )
+    return entry_rows, tag_rows
 
 
 async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntry]) -> None:
@@ -88,10 +119,12 @@ async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntr
     """
     if len({entry.id for entry in batch}) != len(batch):
         raise DuplicateEntryError("the batch holds two entries with the same id")
-    await connection.execute(insert(entries), [_entry_row(entry) for entry in batch])
-    tag_rows = [row for entry in batch for row in _tag_rows(entry)]
+    dialect = connection.dialect
+    entry_sql, tag_sql = _insert_sql(dialect.paramstyle)
+    entry_rows, tag_rows = _rows(batch, native=dialect.name != "sqlite")
+    await connection.exec_driver_sql(entry_sql, entry_rows)
     if tag_rows:
-        await connection.execute(_INSERT_TAG, tag_rows)
+        await connection.exec_driver_sql(tag_sql, tag_rows)
 
 
 async def delete_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> bool:
