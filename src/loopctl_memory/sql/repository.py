@@ -30,6 +30,8 @@ _MICROSECOND = timedelta(microseconds=1)
 _WORDS_PER_STATEMENT = 60
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
 _IDS_PER_STATEMENT = 10_000
+# LIMIT must fit a signed 64-bit integer; no table holds more rows than this anyway.
+_MAX_ROWS = 2**62
 
 # Inserts go to the driver's executemany directly, with rows as tuples: SQLAlchemy's
 # per-row parameter processing cost more than the database's work.
@@ -225,7 +227,7 @@ async def top_candidates(
         Candidate(seq, score(relevance, hits, query.word_count, tagged))
         for seq, (relevance, hits, tagged) in matched.items()
     ]
-    best_baselines = await _best_baselines(connection, limit + len(matched))
+    best_baselines = await _best_baselines(connection, min(limit + len(matched), _MAX_ROWS))
     scored.extend(Candidate(seq, base) for seq, base in best_baselines if seq not in matched)
     scored.sort(key=lambda candidate: (-candidate.score, candidate.seq))
     return scored[:limit]
