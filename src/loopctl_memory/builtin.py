@@ -12,7 +12,7 @@ from loopctl_memory.entry import (
     validate_query,
 )
 from loopctl_memory.errors import DuplicateEntryError
-from loopctl_memory.scoring import PRUNE_BELOW, f32, parse_query, score
+from loopctl_memory.scoring import PRUNE_BELOW, f32, parse_query
 
 
 class InMemoryStore:
@@ -61,15 +61,7 @@ class InMemoryStore:
         validate_query(query, limit)
         parsed = parse_query(query)
         scored = [
-            (
-                score(
-                    entry.relevance,
-                    parsed.matches(entry.memory.lower()),
-                    parsed.word_count,
-                    parsed.tag_matches(entry.tags),
-                ),
-                entry,
-            )
+            (parsed.score_of(entry.relevance, entry.memory, entry.tags), entry)
             for entry in self._entries
         ]
         scored.sort(key=lambda pair: pair[0], reverse=True)  # stable: ties keep insertion order

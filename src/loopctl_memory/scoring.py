@@ -74,6 +74,12 @@ class ParsedQuery:
         """Whether any tag, lowercased, contains the whole lowercased query."""
         return any(self.text in tag.lower() for tag in tags)
 
+    def score_of(self, relevance: float, memory: str, tags: Iterable[str]) -> float:
+        """The reference score of one entry for this query."""
+        return score(
+            relevance, self.matches(memory.lower()), self.word_count, self.tag_matches(tags)
+        )
+
 
 def parse_query(query: str) -> ParsedQuery:
     """Lowercase and split ``query`` as the reference does."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import and_, case, delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
@@ -158,6 +158,53 @@ async def get_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> MemoryE
         return None
     found = await _load(connection, [row.seq], rows=[row])
     return found[row.seq]
+
+
+async def page(
+    connection: AsyncConnection, after_seq: int, size: int
+) -> list[tuple[int, MemoryEntry]]:
+    """Up to ``size`` entries stored after insertion number ``after_seq``, in insertion order."""
+    rows = (
+        await connection.execute(
+            select(*_ENTRY_COLUMNS)
+            .where(entries.c.seq > after_seq)
+            .order_by(entries.c.seq)
+            .limit(size)
+        )
+    ).all()
+    found = await _load(connection, [row.seq for row in rows], rows=rows)
+    return [(row.seq, found[row.seq]) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a store holds, in numbers."""
+
+    entries: int
+    by_category: dict[MemoryCategory, int]
+    relevance_histogram: list[int]
+    """Counts in ten bins of width 0.1: [0, 0.1), [0.1, 0.2), ..., [0.9, 1.0]."""
+
+
+async def summarise(connection: AsyncConnection) -> Summary:
+    """Count the entries, by category and by relevance bin, in two statements."""
+    by_category = dict.fromkeys(MemoryCategory, 0)
+    grouped = await connection.execute(
+        select(entries.c.category, func.count()).group_by(entries.c.category)
+    )
+    for category, number in grouped:
+        by_category[MemoryCategory(category)] = number
+    relevance = entries.c.relevance
+    bins = [
+        func.coalesce(
+            func.sum(case((and_(relevance >= low / 10, relevance < (low + 1) / 10), 1), else_=0)),
+            0,
+        )
+        for low in range(9)
+    ]
+    bins.append(func.coalesce(func.sum(case((relevance >= 0.9, 1), else_=0)), 0))
+    histogram = [int(n) for n in (await connection.execute(select(*bins))).one()]
+    return Summary(sum(by_category.values()), by_category, histogram)
 
 
 async def fetch_entries(connection: AsyncConnection, seqs: Sequence[int]) -> list[MemoryEntry]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Generator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ from loopctl_memory.sql.engine import (
     enable_wal,
     resolve_target,
 )
+from loopctl_memory.sql.repository import Summary
 
 T = TypeVar("T")
 
@@ -167,6 +169,28 @@ class SqlMemoryStore:
         """Delete the entry with this id; return whether it existed."""
         entry_id = _check_id(entry_id)
         return await self._run("delete", lambda c: repository.delete_entry(c, entry_id), write=True)
+
+    async def iter_entries(self, batch_size: int = 1_000) -> AsyncIterator[MemoryEntry]:
+        """Yield every entry in insertion order, reading ``batch_size`` at a time.
+
+        Each batch is its own short read transaction, so the store stays usable
+        while you iterate; an entry stored meanwhile may or may not be included.
+        """
+        if batch_size < 1:
+            raise InvalidEntryError(f"batch_size must be >= 1, got {batch_size}")
+        after = 0
+        while True:
+            read_page = functools.partial(repository.page, after_seq=after, size=batch_size)
+            batch = await self._run("export", read_page, write=False)
+            for _, entry in batch:
+                yield entry
+            if len(batch) < batch_size:
+                return
+            after = batch[-1][0]
+
+    async def summary(self) -> Summary:
+        """Count the entries: in all, by category, and in ten relevance bins."""
+        return await self._run("summary", repository.summarise, write=False)
 
     async def schema_revision(self) -> str | None:
         """The alembic revision the database is at."""
