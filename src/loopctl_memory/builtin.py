@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 
 from loopctl_memory.entry import (
@@ -9,6 +10,7 @@ from loopctl_memory.entry import (
     MemoryEntry,
     copy_entry,
     validate_entry,
+    validate_id,
     validate_query,
 )
 from loopctl_memory.errors import DuplicateEntryError
@@ -35,12 +37,12 @@ class InMemoryStore:
 
     def __init__(self, entries: Iterable[MemoryEntry] | None = None) -> None:
         self._entries: list[MemoryEntry] = []
-        self._ids: set[object] = set()
+        self._ids: set[uuid.UUID] = set()
         if entries is not None:
             self._append_all([validate_entry(entry) for entry in entries])
 
     def _append_all(self, entries: list[MemoryEntry]) -> None:
-        seen: set[object] = set()
+        seen: set[uuid.UUID] = set()
         for entry in entries:
             if entry.id in self._ids or entry.id in seen:
                 raise DuplicateEntryError(f"an entry with id {entry.id} is already stored")
@@ -85,15 +87,17 @@ class InMemoryStore:
         """Return whether there are no entries."""
         return not self._entries
 
-    async def get(self, entry_id: object) -> MemoryEntry | None:
+    async def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
         """Return the entry with this id, or None."""
+        validate_id(entry_id)
         for entry in self._entries:
             if entry.id == entry_id:
                 return copy_entry(entry)
         return None
 
-    async def delete(self, entry_id: object) -> bool:
+    async def delete(self, entry_id: uuid.UUID) -> bool:
         """Remove the entry with this id; return whether there was one."""
+        validate_id(entry_id)
         for index, entry in enumerate(self._entries):
             if entry.id == entry_id:
                 del self._entries[index]

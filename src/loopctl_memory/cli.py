@@ -1,8 +1,869 @@
-"""The ``loopctl-memory`` command line (being written)."""
+"""The ``loopctl-memory`` command line: a thin layer over the library.
+
+Each command opens the store, calls one or two of its methods and renders the
+result. Every failure is one ``Error:`` line on stderr and a non-zero exit
+status (2 for a usage error, 1 for anything else); ``--debug`` shows the
+traceback instead.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import errno
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any, NoReturn, TypeVar
+
+import click
+import platformdirs
+from rich import box
+from rich.console import Console, Group
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+from sqlalchemy import Connection
+
+from loopctl_memory import migrate as migrations
+from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
+from loopctl_memory.errors import InvalidEntryError, LoopMemoryError, SchemaError, StorageError
+from loopctl_memory.jsonl import entry_from_json, entry_to_dict, entry_to_json
+from loopctl_memory.scoring import f32, parse_query
+from loopctl_memory.sql.boundary import translate_errors
+from loopctl_memory.sql.engine import create_engine, resolve_target
+from loopctl_memory.sql.repository import Summary
+from loopctl_memory.sql.store import DEFAULT_BUSY_TIMEOUT, SqlMemoryStore, open_store
+
+T = TypeVar("T")
+
+PROG = "loopctl-memory"
+DB_ENVVAR = "LOOPCTL_MEMORY_DB"
+"""The environment variable naming the database when ``--db`` is not given."""
+
+IMPORT_BATCH = 5_000
+"""Lines stored per transaction by ``import``."""
+
+_CATEGORIES = [category.value for category in MemoryCategory]
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def default_database() -> Path:
+    """``memory.db`` in the platform's user data directory for loopctl-memory."""
+    return Path(platformdirs.user_data_dir("loopctl-memory")) / "memory.db"
+
+
+def _example(*lines: str) -> str:
+    """An epilog that ends ``--help`` with example invocations, kept as written."""
+    return "\b\nExample:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+# --- where the database is, and opening it ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    db: str | None
+    source: str
+    """Where ``db`` came from, for messages: "--db", the variable, or "the default"."""
+
+    def target(self) -> str:
+        """The database as given, or the default file."""
+        return self.db if self.db is not None else str(default_database())
+
+    def sqlite_file(self) -> Path | None:
+        """The SQLite file the database is, or None for ``:memory:`` and servers."""
+        resolved = resolve_target(self.target())
+        if resolved.is_sqlite and not resolved.is_memory:
+            return Path(str(resolved.url.database))
+        return None
+
+    def locate(self, *, create: bool) -> str:
+        """The target to open; for ``create``, make the default directory if needed.
+
+        Raises:
+            click.ClickException: a SQLite file that does not exist and may not be created.
+
+        """
+        target = self.target()
+        if self.db is None and create:
+            default_database().parent.mkdir(parents=True, exist_ok=True)
+        resolved = resolve_target(target)
+        if resolved.is_sqlite and not resolved.is_memory:
+            file = Path(str(resolved.url.database))
+            if create and not file.parent.is_dir():
+                raise click.ClickException(
+                    f"cannot create {file}: the directory {file.parent} does not exist; "
+                    f"create it or choose another database ({self.source})"
+                )
+            if not create and not file.exists():
+                raise click.ClickException(
+                    f"no database at {file} ({self.source}): "
+                    f"create it with `{PROG} init`, or choose another with --db"
+                )
+        return target
+
+    def is_memory(self) -> bool:
+        """Whether the database is a throwaway ``:memory:`` one."""
+        return self.db is not None and resolve_target(self.db).is_memory
+
+    def hint(self, error: StorageError) -> StorageError:
+        """``error`` with where the database came from, so the user knows what to fix."""
+        return StorageError(f"{error} (database from {self.source}; check it or pass --db)")
+
+
+async def _on_connection(target: str, work: Callable[[Connection], T]) -> T:
+    """Run ``work`` on a plain connection to ``target``: for migrations, never for entries."""
+    resolved = resolve_target(target)
+    action = f"open {resolved.describe()}"
+    with translate_errors(action):
+        engine = create_engine(resolved, busy_timeout=DEFAULT_BUSY_TIMEOUT)
+    try:
+        with translate_errors(action):
+            async with engine.connect() as connection:
+                return await connection.run_sync(work)
+    finally:
+        await engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def _opened(settings: _Settings, *, create: bool) -> AsyncIterator[SqlMemoryStore]:
+    """The store, closed on exit.
+
+    A new database gets the schema when ``create`` is true; an existing one is
+    never upgraded behind the user's back: that is what ``migrate`` is for.
+    """
+    target = settings.locate(create=create)
+    try:
+        if settings.is_memory():
+            store = await open_store(target)
+        else:
+            store = await _open_existing(target, create=create)
+    except StorageError as exc:
+        raise settings.hint(exc) from exc
+    async with store:
+        yield store
+
+
+async def _open_existing(target: str, *, create: bool) -> SqlMemoryStore:
+    try:
+        return await open_store(target, migrate=False)
+    except SchemaError:
+        if not create or await _on_connection(target, migrations.current) is not None:
+            raise
+    return await open_store(target, migrate=True)
+
+
+def _run(work: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(work)
+
+
+# --- errors: one line each -------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _UsageError(click.UsageError):
+    """A usage error shown as one line that names the help to read."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        """Print ``Error: <message> (see '<command> --help')`` on stderr."""
+        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"Error: {_one_line(self.format_message())}{hint}", file=file, err=True)
+
+
+def _reraise_usage(exc: click.UsageError) -> NoReturn:
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError | _UsageError):
+        raise exc
+    raise _UsageError(exc.format_message(), exc.ctx) from None
+
+
+class _Cli(click.Group):
+    """The command group: turns every failure into one line and an exit status."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            _reraise_usage(exc)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        debug = bool(ctx.params.get("debug"))
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            _reraise_usage(exc)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except LoopMemoryError as exc:
+            if debug:
+                raise
+            raise click.ClickException(_one_line(str(exc))) from exc
+        except OSError as exc:
+            if debug or exc.errno == errno.EPIPE:
+                raise
+            where = f": {exc.filename}" if exc.filename is not None else ""
+            raise click.ClickException(_one_line(f"{exc.strerror or exc}{where}")) from exc
+        except Exception as exc:
+            if debug:
+                raise
+            raise click.ClickException(
+                _one_line(f"unexpected {type(exc).__name__}: {exc}")
+                + "; run again with --debug for the traceback"
+            ) from exc
+
+
+# --- rendering (shared with the demo) --------------------------------------------------
+
+
+def format_score(value: float) -> str:
+    """The shortest decimal that reads back as the same binary32 score."""
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        if f32(float(text)) == value:
+            return text if "." in text or "e" in text else f"{text}.0"
+    return repr(value)  # pragma: no cover - nine digits always round-trip binary32
+
+
+def _cell(text: str) -> Text:
+    """User text, never read as rich markup, cut to its column on one line."""
+    return Text(text, no_wrap=True, overflow="ellipsis")
+
+
+def results_table(query: str, entries: Sequence[MemoryEntry]) -> Table:
+    """The ``search`` table: rank, exact score, category, relevance, tags and the memory.
+
+    The memory is cut to the width the console leaves it, one line per entry.
+    """
+    parsed = parse_query(query)
+    tag_texts = [", ".join(entry.tags) for entry in entries]
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("category", no_wrap=True)
+    table.add_column("relevance", justify="right", no_wrap=True)
+    table.add_column("tags", width=min(20, max([4, *map(len, tag_texts)])))
+    table.add_column("memory")
+    for rank, (entry, tags) in enumerate(zip(entries, tag_texts, strict=True), start=1):
+        table.add_row(
+            str(rank),
+            format_score(parsed.score_of(entry.relevance, entry.memory, entry.tags)),
+            str(entry.category),
+            repr(entry.relevance),
+            _cell(tags),
+            _cell(entry.memory),
+        )
+    return table
+
+
+def entry_table(entry: MemoryEntry) -> Table:
+    """Every field of one entry, one a row, the memory in full."""
+    table = Table(box=box.SIMPLE, show_header=False)
+    table.add_column("field", style="bold", no_wrap=True)
+    table.add_column("value")
+    for name, value in entry_to_dict(entry).items():
+        shown = ", ".join(value) if name == "tags" else str(value)
+        table.add_row(name, Text(shown))
+    return table
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """What ``stats`` reports."""
+
+    database: str
+    size_bytes: int | None
+    schema_revision: str | None
+    summary: Summary
+
+    def to_json(self) -> dict[str, Any]:
+        """The machine-readable form printed by ``stats --json``."""
+        return {
+            "database": self.database,
+            "size_bytes": self.size_bytes,
+            "schema_revision": self.schema_revision,
+            "entries": self.summary.entries,
+            "by_category": {str(c): n for c, n in self.summary.by_category.items()},
+            "relevance_histogram": list(self.summary.relevance_histogram),
+        }
+
+
+def stats_view(stats: StoreStats) -> Group:
+    """The ``stats`` tables: the database, the counts by category, the relevance histogram."""
+    size = "-" if stats.size_bytes is None else _human_size(stats.size_bytes)
+    overview = Table(box=box.SIMPLE, show_header=False)
+    overview.add_column("what", style="bold", no_wrap=True)
+    overview.add_column("value")
+    overview.add_row("database", Text(stats.database))
+    overview.add_row("size", size)
+    overview.add_row("schema revision", str(stats.schema_revision))
+    overview.add_row("entries", str(stats.summary.entries))
+
+    categories = Table(box=box.SIMPLE_HEAD)
+    categories.add_column("category", no_wrap=True)
+    categories.add_column("entries", justify="right")
+    for category, number in stats.summary.by_category.items():
+        categories.add_row(str(category), str(number))
+
+    histogram = Table(box=box.SIMPLE_HEAD)
+    histogram.add_column("relevance", no_wrap=True)
+    histogram.add_column("entries", justify="right")
+    histogram.add_column("", no_wrap=True)
+    biggest = max(stats.summary.relevance_histogram, default=0) or 1
+    for low, number in enumerate(stats.summary.relevance_histogram):
+        closing = "]" if low == 9 else ")"
+        bar = "█" * math.ceil(30 * number / biggest) if number else ""
+        histogram.add_row(f"[{low / 10:.1f}, {(low + 1) / 10:.1f}{closing}", str(number), bar)
+    return Group(overview, categories, histogram)
+
+
+def consolidation_table(target: str, stats: ConsolidationStats) -> Table:
+    """What ``consolidate`` did."""
+    table = Table(box=box.SIMPLE, show_header=False, title=Text(f"consolidated {target}"))
+    table.add_column("what", style="bold", no_wrap=True)
+    table.add_column("value", justify="right")
+    for name, value in asdict(stats).items():
+        table.add_row(name.replace("_", " "), str(value))
+    return table
+
+
+def _human_size(size: int) -> str:
+    amount = float(size)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if amount < 1024 or unit == "GiB":
+            return f"{size} bytes" if unit == "bytes" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return f"{size} bytes"  # pragma: no cover - the loop always returns
+
+
+def _console(*, stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False, emoji=False)
+
+
+def _echo_json(value: object) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+# --- the commands ----------------------------------------------------------------------
+
+
+@click.group(
+    cls=_Cli,
+    epilog=_example(
+        f'{PROG} add "CI runs make test" --category fact --tag ci',
+        f'{PROG} search "make test" --limit 5',
+    ),
+)
+@click.option(
+    "--db",
+    metavar="PATH|URL",
+    envvar=DB_ENVVAR,
+    show_envvar=True,
+    help="The database: a SQLite file, ':memory:', or a URL "
+    "(sqlite+aiosqlite:///..., postgresql+asyncpg://...). "
+    "Default: memory.db in the user data directory.",
+)
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+@click.version_option(package_name="loopctl-memory", prog_name=PROG)
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
+    """Durable memory for agent loops: store, search and maintain memories."""
+    del debug  # read by _Cli.invoke, which handles the errors
+    given = ctx.get_parameter_source("db")
+    if not db:
+        source = "the default location"
+    elif given is click.core.ParameterSource.ENVIRONMENT:
+        source = DB_ENVVAR
+    else:
+        source = "--db"
+    ctx.obj = _Settings(db=db or None, source=source)
+
+
+@cli.command(epilog=_example(f"{PROG} init", f"{PROG} --db ./agent.db init"))
+@click.pass_obj
+def init(settings: _Settings) -> None:
+    """Create the database, or bring its schema to the newest revision."""
+
+    async def work() -> tuple[str | None, str | None, str]:
+        target = settings.locate(create=True)
+        try:
+            before = (
+                None if settings.is_memory() else await _on_connection(target, migrations.current)
+            )
+            async with open_store(target) as store:
+                return before, await store.schema_revision(), store.target
+        except StorageError as exc:
+            raise settings.hint(exc) from exc
+
+    before, after, where = _run(work())
+    if before is None:
+        click.echo(f"Created {where} at schema revision {after}")
+    elif before == after:
+        click.echo(f"{where} is already at schema revision {after} (the newest)")
+    else:
+        click.echo(f"Upgraded {where} from schema revision {before} to {after}")
+
+
+@cli.command(
+    "migrate",
+    epilog=_example(f"{PROG} migrate --list", f"{PROG} migrate", f"{PROG} migrate --to base --yes"),
+)
+@click.option(
+    "--to",
+    "revision",
+    metavar="REV",
+    help="The revision to upgrade or downgrade to: an id, 'head' (the default) or 'base'.",
+)
+@click.option("--list", "list_only", is_flag=True, help="List the revisions; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Downgrade without asking.")
+@click.pass_obj
+def migrate_command(settings: _Settings, revision: str | None, list_only: bool, yes: bool) -> None:
+    """Upgrade (or downgrade) the database schema, or list the revisions."""
+    if list_only:
+        if revision is not None:
+            raise click.UsageError(
+                "--list and --to do not go together", click.get_current_context()
+            )
+        _list_revisions(settings)
+        return
+    known = [script.revision for script in migrations.history()]
+    wanted = revision or "head"
+    if wanted not in (*known, "head", "base"):
+        raise click.BadParameter(
+            f"unknown revision {wanted!r}; known: base, {', '.join(known)}, head",
+            ctx=click.get_current_context(),
+            param_hint="'--to'",
+        )
+    target_revision = known[-1] if wanted == "head" else None if wanted == "base" else wanted
+
+    async def work() -> tuple[str | None, str | None]:
+        target = settings.locate(create=True)
+        try:
+            before = await _on_connection(target, migrations.current)
+            if _is_downgrade(known, before, target_revision) and not yes:
+                _confirm(
+                    f"Downgrade {resolve_target(target).describe()} from {before} to "
+                    f"{target_revision or 'base'}? What the newer revisions hold is dropped."
+                )
+            after = await _on_connection(
+                target, lambda c: migrations.upgrade_to(c, target_revision or "base")
+            )
+        except StorageError as exc:
+            raise settings.hint(exc) from exc
+        return before, after
+
+    before, after = _run(work())
+    where = resolve_target(settings.target()).describe()
+    if before == after:
+        click.echo(f"{where} is already at schema revision {after or 'base'}")
+    else:
+        click.echo(f"Migrated {where} from schema revision {before or 'base'} to {after or 'base'}")
+
+
+def _is_downgrade(known: list[str], before: str | None, after: str | None) -> bool:
+    def position(revision: str | None) -> int:
+        return -1 if revision is None else known.index(revision)
+
+    if before is not None and before not in known:
+        return False  # an unknown revision: upgrade_to refuses it with the reason
+    return position(after) < position(before)
+
+
+def _list_revisions(settings: _Settings) -> None:
+    target = settings.target()
+    resolved = resolve_target(target)
+    file = settings.sqlite_file()
+    missing = file is not None and not file.exists()
+    try:
+        current = None if missing else _run(_on_connection(target, migrations.current))
+    except StorageError as exc:
+        raise settings.hint(exc) from exc
+    head = migrations.head()
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("revision", no_wrap=True)
+    table.add_column("description")
+    table.add_column("", no_wrap=True)
+    for script in migrations.history():
+        marks = [
+            m
+            for m, on in (
+                ("current", script.revision == current),
+                ("head", script.revision == head),
+            )
+            if on
+        ]
+        table.add_row(script.revision, Text(script.message), ", ".join(marks))
+    console = _console()
+    console.print(table)
+    where = resolved.describe()
+    if current is None:
+        console.print(Text(f"{where} has no schema yet: `{PROG} init` creates it"))
+    elif current == head:
+        console.print(Text(f"{where} is at {current}, the newest revision"))
+    else:
+        console.print(Text(f"{where} is at {current}; `{PROG} migrate` brings it to {head}"))
+
+
+@cli.command(
+    epilog=_example(
+        f'{PROG} add "pytest -x stops at the first failure" --category fact --tag pytest',
+        f'{PROG} add "database is locked: use BEGIN IMMEDIATE" -c error_pattern -r 0.9 --validated',
+    )
+)
+@click.argument("text")
+@click.option(
+    "--category", "-c", required=True, type=click.Choice(_CATEGORIES), help="What kind of memory."
+)
+@click.option("--tag", "-t", "tags", multiple=True, metavar="TAG", help="A tag (repeatable).")
+@click.option(
+    "--relevance",
+    "-r",
+    type=click.FloatRange(0.0, 1.0),
+    default=1.0,
+    show_default=True,
+    help="How much this memory matters, in [0, 1].",
+)
+@click.option("--validated", is_flag=True, help="Mark the memory as validated.")
+@click.pass_obj
+def add(
+    settings: _Settings,
+    *,
+    text: str,
+    category: str,
+    tags: tuple[str, ...],
+    relevance: float,
+    validated: bool,
+) -> None:
+    """Store one memory (TEXT) and print its new id."""
+    entry = MemoryEntry(
+        MemoryCategory(category), text, tags=list(tags), relevance=relevance, validated=validated
+    )
+
+    async def work() -> None:
+        async with _opened(settings, create=True) as store:
+            await store.store(entry)
+
+    _run(work())
+    click.echo(str(entry.id))
+
+
+@cli.command(
+    epilog=_example(f'{PROG} search "database is locked"', f"{PROG} search pytest -n 3 --json")
+)
+@click.argument("query")
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="How many memories to show at most.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the entries.")
+@click.pass_obj
+def search(settings: _Settings, query: str, limit: int, as_json: bool) -> None:
+    """Show the memories that best match QUERY, best first, as the agent would see them."""
+
+    async def work() -> list[MemoryEntry]:
+        async with _opened(settings, create=False) as store:
+            return await store.retrieve(query, limit)
+
+    found = _run(work())
+    if as_json:
+        _echo_json([entry_to_dict(entry) for entry in found])
+    elif not found:
+        click.echo("No memories stored.", err=True)
+    else:
+        _console().print(results_table(query, found))
+
+
+def _get_entry(settings: _Settings, entry_id: Any) -> MemoryEntry:
+    async def work() -> MemoryEntry | None:
+        async with _opened(settings, create=False) as store:
+            return await store.get(entry_id)
+
+    found = _run(work())
+    if found is None:
+        raise click.ClickException(f"no memory with id {entry_id}; `{PROG} search` shows the ids")
+    return found
+
+
+@cli.command(epilog=_example(f"{PROG} get 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b --json"))
+@click.argument("entry_id", metavar="ID", type=click.UUID)
+@click.option("--json", "as_json", is_flag=True, help="Print the entry as JSON.")
+@click.pass_obj
+def get(settings: _Settings, entry_id: Any, as_json: bool) -> None:
+    """Show every field of the memory with this ID."""
+    found = _get_entry(settings, entry_id)
+    if as_json:
+        _echo_json(entry_to_dict(found))
+    else:
+        _console().print(entry_table(found))
+
+
+@cli.command(epilog=_example(f"{PROG} delete 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b"))
+@click.argument("entry_id", metavar="ID", type=click.UUID)
+@click.pass_obj
+def delete(settings: _Settings, entry_id: Any) -> None:
+    """Delete the memory with this ID."""
+
+    async def work() -> bool:
+        async with _opened(settings, create=False) as store:
+            return await store.delete(entry_id)
+
+    if not _run(work()):
+        raise click.ClickException(f"no memory with id {entry_id}; nothing was deleted")
+    click.echo(f"Deleted {entry_id}")
+
+
+def _confirm(question: str) -> None:
+    """Ask on stderr; stop with exit status 1 unless the answer is yes."""
+    try:
+        agreed = click.confirm(question, err=True)
+    except click.Abort:
+        raise click.ClickException(
+            "no answer to the confirmation question (no terminal?): nothing was changed; "
+            "pass --yes to go ahead without asking"
+        ) from None
+    if not agreed:
+        click.echo("Aborted: nothing was changed.", err=True)
+        raise click.exceptions.Exit(1)
+
+
+@cli.command(epilog=_example(f"{PROG} consolidate", f"{PROG} consolidate --yes --json"))
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@click.pass_obj
+def consolidate(settings: _Settings, yes: bool, as_json: bool) -> None:
+    """Delete every memory whose relevance is below 0.05, and print what changed."""
+
+    async def work() -> tuple[str, ConsolidationStats]:
+        async with _opened(settings, create=False) as store:
+            if not yes:
+                total = await store.count()
+                _confirm(
+                    f"Delete every memory with relevance below 0.05 from {store.target} "
+                    f"({total} stored)?"
+                )
+            return store.target, await store.consolidate()
+
+    where, stats = _run(work())
+    if as_json:
+        _echo_json(asdict(stats))
+    else:
+        _console().print(consolidation_table(where, stats))
+
+
+@cli.command(epilog=_example(f"{PROG} stats", f"{PROG} --db ./agent.db stats --json"))
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@click.pass_obj
+def stats(settings: _Settings, as_json: bool) -> None:
+    """Show how many memories there are, by category and relevance, and where they live."""
+
+    async def work() -> StoreStats:
+        async with _opened(settings, create=False) as store:
+            return StoreStats(
+                database=store.target,
+                size_bytes=_size_of(settings.sqlite_file()),
+                schema_revision=await store.schema_revision(),
+                summary=await store.summary(),
+            )
+
+    found = _run(work())
+    if as_json:
+        _echo_json(found.to_json())
+    else:
+        _console().print(stats_view(found))
+
+
+def _size_of(file: Path | None) -> int | None:
+    """The bytes a SQLite file takes, with its write-ahead log; None for anything else."""
+    if file is None:
+        return None
+    parts = (file, file.with_name(f"{file.name}-wal"))
+    return sum(part.stat().st_size for part in parts if part.exists())
+
+
+@cli.command(
+    "export",
+    epilog=_example(
+        f"{PROG} export -o memories.jsonl", f"{PROG} export | gzip > memories.jsonl.gz"
+    ),
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file instead of standard output.",
+)
+@click.pass_obj
+def export_command(settings: _Settings, output: Path | None) -> None:
+    """Write every memory as JSON Lines, one entry a line, in the order they were stored."""
+
+    async def write(stream: IO[bytes]) -> int:
+        written = 0
+        async with _opened(settings, create=False) as store:
+            chunk: list[bytes] = []
+            async for entry in store.iter_entries(batch_size=IMPORT_BATCH):
+                chunk.append(entry_to_json(entry).encode() + b"\n")
+                if len(chunk) >= IMPORT_BATCH:
+                    stream.write(b"".join(chunk))
+                    written += len(chunk)
+                    chunk.clear()
+            stream.write(b"".join(chunk))
+            return written + len(chunk)
+
+    if output is None:
+        _run(write(sys.stdout.buffer))
+        sys.stdout.buffer.flush()
+        return
+    # Written next to the target and renamed: a failed export never leaves half a file.
+    with tempfile.NamedTemporaryFile(
+        "wb", dir=output.parent, prefix=f".{output.name}.", delete=False
+    ) as partial:
+        try:
+            written = _run(write(partial))
+        except BaseException:
+            partial.close()
+            os.unlink(partial.name)
+            raise
+    os.replace(partial.name, output)
+    click.echo(f"Exported {written} entries to {output}")
+
+
+class _LineError(Exception):
+    """A line of an import that cannot be read, with its number."""
+
+    def __init__(self, number: int, error: InvalidEntryError) -> None:
+        super().__init__(number, error)
+        self.number = number
+        self.error = error
+
+
+def _read_batches(
+    lines: Iterable[bytes], batch_size: int
+) -> Iterator[tuple[int, int, list[MemoryEntry], int]]:
+    """Parse lines into batches: (first line, last line, entries, bytes read).
+
+    Raises:
+        _LineError: a line is not a valid entry; its batch is not yielded.
+
+    """
+    batch: list[MemoryEntry] = []
+    append = batch.append
+    first = 1
+    consumed = 0
+    number = 0
+    for number, raw in enumerate(lines, start=1):
+        consumed += len(raw)
+        if number == 1 and raw.startswith(_UTF8_BOM):
+            raw = raw[len(_UTF8_BOM) :]  # noqa: PLW2901 - the BOM is not part of the line
+        if not raw or raw.isspace():
+            continue
+        try:
+            append(entry_from_json(raw.decode()))
+        except UnicodeDecodeError as exc:
+            raise _LineError(number, InvalidEntryError(f"not valid UTF-8: {exc.reason}")) from None
+        except InvalidEntryError as exc:
+            raise _LineError(number, exc) from None
+        if len(batch) >= batch_size:
+            yield first, number, batch, consumed
+            batch = []
+            append = batch.append
+            first = number + 1
+            consumed = 0
+    if batch:
+        yield first, number, batch, consumed
+
+
+@cli.command(
+    "import",
+    epilog=_example(
+        f"{PROG} import memories.jsonl", f"tail -n +5001 memories.jsonl | {PROG} import -"
+    ),
+)
+@click.argument(
+    "file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path)
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=IMPORT_BATCH,
+    show_default=True,
+    help="Entries stored per transaction.",
+)
+@click.pass_obj
+def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
+    """Store every entry of a JSON Lines FILE ('-' for standard input), as `export` writes them.
+
+    Each batch of lines is one transaction: a bad line stops the import before
+    its batch is stored, and the error names the line.
+    """
+    name = "standard input" if str(file) == "-" else str(file)
+    imported = 0
+    first_line = 1
+
+    async def work(stream: IO[bytes], progress: Progress, size: int | None) -> None:
+        nonlocal imported, first_line
+        task = progress.add_task("importing", total=size, entries=0)
+        async with _opened(settings, create=True) as store:
+            for start, last_line, batch, consumed in _read_batches(stream, batch_size):
+                first_line = start
+                try:
+                    await store.store_many(batch)
+                except LoopMemoryError as exc:
+                    advice = _import_advice(file, imported, first_line)
+                    raise type(exc)(
+                        f"{name} lines {first_line}-{last_line}: {exc}; {advice}"
+                    ) from exc
+                imported += len(batch)
+                first_line = last_line + 1
+                progress.update(task, advance=consumed, entries=imported)
+
+    console = _console(stderr=True)
+    with contextlib.ExitStack() as stack:
+        stream = sys.stdin.buffer if str(file) == "-" else stack.enter_context(file.open("rb"))
+        progress = stack.enter_context(
+            Progress(
+                TextColumn("importing {task.fields[entries]} entries"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=console,
+                disable=not console.is_terminal,
+            )
+        )
+        try:
+            _run(work(stream, progress, None if str(file) == "-" else file.stat().st_size))
+        except _LineError as exc:
+            advice = _import_advice(file, imported, first_line)
+            raise InvalidEntryError(f"{name} line {exc.number}: {exc.error}; {advice}") from exc
+    click.echo(f"Imported {imported} entries from {name}")
+
+
+def _import_advice(file: Path, imported: int, first_line: int) -> str:
+    """What to do after a failed import, given what was stored before it failed."""
+    if imported == 0:
+        return "nothing was imported: fix the input and import it again"
+    done = f"the {imported} entries before line {first_line} were imported, none from it on"
+    if str(file) == "-":
+        return f"{done}: fix the input and import its lines from {first_line} on"
+    return f"{done}: fix the file, then `tail -n +{first_line} {file} | {PROG} import -`"
+
 
 def main() -> None:
-    """Run the command line."""
-    raise SystemExit("loopctl-memory: the command line is not written yet")
+    """Run the command line (the ``loopctl-memory`` script and ``python -m loopctl_memory``)."""
+    cli(prog_name=PROG)

@@ -92,6 +92,19 @@ def validate_query(query: object, limit: object) -> tuple[str, int]:
     return query, limit  # type: ignore[return-value]  # checked just above
 
 
+def validate_id(entry_id: object) -> uuid.UUID:
+    """Check that ``entry_id`` is a ``uuid.UUID``; return it.
+
+    Raises:
+        InvalidEntryError: it is anything else (a str is not accepted, so a typo
+            can never silently miss).
+
+    """
+    if not isinstance(entry_id, uuid.UUID):
+        raise InvalidEntryError(f"an entry id is a uuid.UUID, not {type(entry_id).__name__}")
+    return entry_id
+
+
 def validate_entry(entry: object) -> MemoryEntry:
     """Check every field of ``entry``; return a normalised, independent copy.
 

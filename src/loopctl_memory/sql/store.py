@@ -21,6 +21,7 @@ from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryEntry,
     validate_entry,
+    validate_id,
     validate_query,
 )
 from loopctl_memory.errors import InvalidEntryError, StorageError
@@ -162,12 +163,12 @@ class SqlMemoryStore:
 
     async def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
         """Return the entry with this id, or None."""
-        entry_id = _check_id(entry_id)
+        entry_id = validate_id(entry_id)
         return await self._run("get", lambda c: repository.get_entry(c, entry_id), write=False)
 
     async def delete(self, entry_id: uuid.UUID) -> bool:
         """Delete the entry with this id; return whether it existed."""
-        entry_id = _check_id(entry_id)
+        entry_id = validate_id(entry_id)
         return await self._run("delete", lambda c: repository.delete_entry(c, entry_id), write=True)
 
     async def iter_entries(self, batch_size: int = 1_000) -> AsyncIterator[MemoryEntry]:
@@ -288,12 +289,6 @@ def _prepare(connection: Connection, *, upgrade: bool, wal: bool) -> None:
     migrate.ensure_schema(connection, upgrade=upgrade)
     if wal:
         enable_wal(connection)
-
-
-def _check_id(entry_id: object) -> uuid.UUID:
-    if not isinstance(entry_id, uuid.UUID):
-        raise InvalidEntryError(f"an entry id is a uuid.UUID, not {type(entry_id).__name__}")
-    return entry_id
 
 
 class _OpenStore:

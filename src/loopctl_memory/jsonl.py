@@ -1,0 +1,136 @@
+"""JSON Lines: one entry a line, every field, so that export -> import -> export is byte-identical.
+
+A line is a JSON object with exactly these keys, in this order::
+
+    {"id":"<uuid>","category":"fact","memory":"...","tags":["..."],"relevance":0.7,
+     "created_at":"2025-03-03T09:12:04.318000+00:00","access_count":0,"validated":false}
+
+``relevance`` is written as Python's shortest repr of the float, which reads back
+to the same float; ``created_at`` is ISO 8601 in UTC with microseconds; text is
+UTF-8 rather than ASCII escapes; there is no whitespace between tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from loopctl_memory.entry import MemoryEntry, validate_entry
+from loopctl_memory.errors import InvalidEntryError
+
+FIELDS = (
+    "id",
+    "category",
+    "memory",
+    "tags",
+    "relevance",
+    "created_at",
+    "access_count",
+    "validated",
+)
+"""The keys of every line, in the order they are written."""
+
+_FIELD_SET = frozenset(FIELDS)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def entry_to_dict(entry: MemoryEntry) -> dict[str, Any]:
+    """The JSON-ready fields of ``entry``, in the order of :data:`FIELDS`."""
+    return {
+        "id": str(entry.id),
+        "category": str(entry.category),
+        "memory": entry.memory,
+        "tags": list(entry.tags),
+        "relevance": float(entry.relevance),
+        "created_at": entry.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "access_count": entry.access_count,
+        "validated": entry.validated,
+    }
+
+
+def entry_to_json(entry: MemoryEntry) -> str:
+    """One line of JSON (without the newline) that :func:`entry_from_json` reads back exactly."""
+    return _ENCODER.encode(entry_to_dict(entry))
+
+
+def entry_from_json(line: str | bytes) -> MemoryEntry:
+    """Read one line written by :func:`entry_to_json` (or by hand) into a validated entry.
+
+    Raises:
+        InvalidEntryError: the line is not a JSON object with exactly the keys of
+            :data:`FIELDS`, or a value is of the wrong type or out of range
+            (a bad UUID or timestamp, an unknown category, a relevance outside
+            [0, 1], ...). The message says which.
+
+    """
+    try:
+        data = json.loads(line)
+    except UnicodeDecodeError as exc:
+        raise InvalidEntryError(f"not valid UTF-8: {exc.reason}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidEntryError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    if type(data) is not dict:
+        raise InvalidEntryError(f"expected a JSON object, got {_json_kind(data)}")
+    if data.keys() != _FIELD_SET:
+        raise InvalidEntryError(_describe_keys(data.keys()))
+    raw_id = data["id"]
+    if type(raw_id) is not str:
+        raise InvalidEntryError(f"id must be a string, not {_json_kind(raw_id)}")
+    try:
+        entry_id = uuid.UUID(raw_id)
+    except ValueError:
+        raise InvalidEntryError(f"id {raw_id!r} is not a UUID") from None
+    raw_time = data["created_at"]
+    if type(raw_time) is not str:
+        raise InvalidEntryError(f"created_at must be a string, not {_json_kind(raw_time)}")
+    try:
+        created_at = datetime.fromisoformat(raw_time)
+    except ValueError:
+        raise InvalidEntryError(f"created_at {raw_time!r} is not an ISO 8601 timestamp") from None
+    if created_at.tzinfo is None:
+        raise InvalidEntryError(f"created_at {raw_time!r} has no UTC offset (add +00:00)")
+    return validate_entry(
+        MemoryEntry(
+            data["category"],
+            data["memory"],
+            tags=data["tags"],
+            relevance=data["relevance"],
+            id=entry_id,
+            created_at=created_at,
+            access_count=data["access_count"],
+            validated=data["validated"],
+        )
+    )
+
+
+def _describe_keys(keys: Any) -> str:
+    missing = [name for name in FIELDS if name not in keys]
+    unknown = sorted(str(name) for name in keys if name not in _FIELD_SET)
+    problems = []
+    if missing:
+        problems.append(f"missing {_names(missing)}")
+    if unknown:
+        problems.append(f"unknown {_names(unknown)}")
+    return f"{' and '.join(problems)}; a line has exactly the keys {', '.join(FIELDS)}"
+
+
+def _names(names: list[str]) -> str:
+    label = "key" if len(names) == 1 else "keys"
+    return f"{label} {', '.join(repr(name) for name in names)}"
+
+
+def _json_kind(value: object) -> str:
+    """The JSON name of a decoded value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
