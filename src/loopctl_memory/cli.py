@@ -13,9 +13,7 @@ import contextlib
 import errno
 import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -250,12 +248,12 @@ def results_table(query: str, entries: Sequence[MemoryEntry]) -> Table:
     """
     parsed = parse_query(query)
     tag_texts = [", ".join(entry.tags) for entry in entries]
-    table = Table(box=box.SIMPLE_HEAD)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("category", no_wrap=True)
     table.add_column("relevance", justify="right", no_wrap=True)
-    table.add_column("tags", width=min(20, max([4, *map(len, tag_texts)])))
+    table.add_column("tags", width=min(18, max([4, *map(len, tag_texts)])))
     table.add_column("memory")
     for rank, (entry, tags) in enumerate(zip(entries, tag_texts, strict=True), start=1):
         table.add_row(
@@ -271,7 +269,7 @@ def results_table(query: str, entries: Sequence[MemoryEntry]) -> Table:
 
 def entry_table(entry: MemoryEntry) -> Table:
     """Every field of one entry, one a row, the memory in full."""
-    table = Table(box=box.SIMPLE, show_header=False)
+    table = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False)
     table.add_column("field", style="bold", no_wrap=True)
     table.add_column("value")
     for name, value in entry_to_dict(entry).items():
@@ -304,7 +302,7 @@ class StoreStats:
 def stats_view(stats: StoreStats) -> Group:
     """The ``stats`` tables: the database, the counts by category, the relevance histogram."""
     size = "-" if stats.size_bytes is None else _human_size(stats.size_bytes)
-    overview = Table(box=box.SIMPLE, show_header=False)
+    overview = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False)
     overview.add_column("what", style="bold", no_wrap=True)
     overview.add_column("value")
     overview.add_row("database", Text(stats.database))
@@ -312,13 +310,13 @@ def stats_view(stats: StoreStats) -> Group:
     overview.add_row("schema revision", str(stats.schema_revision))
     overview.add_row("entries", str(stats.summary.entries))
 
-    categories = Table(box=box.SIMPLE_HEAD)
+    categories = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     categories.add_column("category", no_wrap=True)
     categories.add_column("entries", justify="right")
     for category, number in stats.summary.by_category.items():
         categories.add_row(str(category), str(number))
 
-    histogram = Table(box=box.SIMPLE_HEAD)
+    histogram = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     histogram.add_column("relevance", no_wrap=True)
     histogram.add_column("entries", justify="right")
     histogram.add_column("", no_wrap=True)
@@ -327,17 +325,17 @@ def stats_view(stats: StoreStats) -> Group:
         closing = "]" if low == 9 else ")"
         bar = "█" * math.ceil(30 * number / biggest) if number else ""
         histogram.add_row(f"[{low / 10:.1f}, {(low + 1) / 10:.1f}{closing}", str(number), bar)
-    return Group(overview, categories, histogram)
+    return Group(overview, Text(), categories, Text(), histogram)
 
 
-def consolidation_table(target: str, stats: ConsolidationStats) -> Table:
+def consolidation_view(target: str, stats: ConsolidationStats) -> Group:
     """What ``consolidate`` did."""
-    table = Table(box=box.SIMPLE, show_header=False, title=Text(f"consolidated {target}"))
+    table = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False)
     table.add_column("what", style="bold", no_wrap=True)
     table.add_column("value", justify="right")
     for name, value in asdict(stats).items():
         table.add_row(name.replace("_", " "), str(value))
-    return table
+    return Group(Text(f"consolidated {target}:"), table)
 
 
 def _human_size(size: int) -> str:
@@ -361,6 +359,7 @@ def _echo_json(value: object) -> None:
 
 
 @click.group(
+    name=PROG,
     cls=_Cli,
     epilog=_example(
         f'{PROG} add "CI runs make test" --category fact --tag ci',
@@ -492,7 +491,7 @@ def _list_revisions(settings: _Settings) -> None:
     except StorageError as exc:
         raise settings.hint(exc) from exc
     head = migrations.head()
-    table = Table(box=box.SIMPLE_HEAD)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("revision", no_wrap=True)
     table.add_column("description")
     table.add_column("", no_wrap=True)
@@ -506,15 +505,14 @@ def _list_revisions(settings: _Settings) -> None:
             if on
         ]
         table.add_row(script.revision, Text(script.message), ", ".join(marks))
-    console = _console()
-    console.print(table)
+    _console().print(table)
     where = resolved.describe()
     if current is None:
-        console.print(Text(f"{where} has no schema yet: `{PROG} init` creates it"))
+        click.echo(f"{where} has no schema yet: `{PROG} init` creates it")
     elif current == head:
-        console.print(Text(f"{where} is at {current}, the newest revision"))
+        click.echo(f"{where} is at {current}, the newest revision")
     else:
-        console.print(Text(f"{where} is at {current}; `{PROG} migrate` brings it to {head}"))
+        click.echo(f"{where} is at {current}; `{PROG} migrate` brings it to {head}")
 
 
 @cli.command(
@@ -634,6 +632,7 @@ def _confirm(question: str) -> None:
     try:
         agreed = click.confirm(question, err=True)
     except click.Abort:
+        click.echo(err=True)  # the question is still on its line
         raise click.ClickException(
             "no answer to the confirmation question (no terminal?): nothing was changed; "
             "pass --yes to go ahead without asking"
@@ -664,7 +663,7 @@ def consolidate(settings: _Settings, yes: bool, as_json: bool) -> None:
     if as_json:
         _echo_json(asdict(stats))
     else:
-        _console().print(consolidation_table(where, stats))
+        _console().print(consolidation_view(where, stats))
 
 
 @cli.command(epilog=_example(f"{PROG} stats", f"{PROG} --db ./agent.db stats --json"))
@@ -675,9 +674,10 @@ def stats(settings: _Settings, as_json: bool) -> None:
 
     async def work() -> StoreStats:
         async with _opened(settings, create=False) as store:
+            file = settings.sqlite_file()
             return StoreStats(
-                database=store.target,
-                size_bytes=_size_of(settings.sqlite_file()),
+                database=store.target if file is None else str(file.resolve()),
+                size_bytes=database_size(file),
                 schema_revision=await store.schema_revision(),
                 summary=await store.summary(),
             )
@@ -689,7 +689,7 @@ def stats(settings: _Settings, as_json: bool) -> None:
         _console().print(stats_view(found))
 
 
-def _size_of(file: Path | None) -> int | None:
+def database_size(file: Path | None) -> int | None:
     """The bytes a SQLite file takes, with its write-ahead log; None for anything else."""
     if file is None:
         return None
@@ -730,17 +730,19 @@ def export_command(settings: _Settings, output: Path | None) -> None:
         _run(write(sys.stdout.buffer))
         sys.stdout.buffer.flush()
         return
+    if not output.parent.is_dir():
+        raise click.ClickException(
+            f"cannot write {output}: the directory {output.parent} does not exist"
+        )
     # Written next to the target and renamed: a failed export never leaves half a file.
-    with tempfile.NamedTemporaryFile(
-        "wb", dir=output.parent, prefix=f".{output.name}.", delete=False
-    ) as partial:
-        try:
-            written = _run(write(partial))
-        except BaseException:
-            partial.close()
-            os.unlink(partial.name)
-            raise
-    os.replace(partial.name, output)
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        with partial.open("wb") as stream:
+            written = _run(write(stream))
+        partial.replace(output)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     click.echo(f"Exported {written} entries to {output}")
 
 

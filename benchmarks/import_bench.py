@@ -1,0 +1,134 @@
+"""How fast `loopctl-memory import` stores a 100,000-line JSON Lines file.
+
+Generates the file (deterministic: seeded, realistic lengths and tags), then runs
+the real command, in-process by default or as a subprocess of the installed
+entry point with --subprocess, a few times on a fresh SQLite file each, and
+prints entries/s for every run and the best. The goal is >= 50,000 entries/s.
+
+    .venv/bin/python benchmarks/import_bench.py [--lines 100000] [--runs 3] [--subprocess]
+                                                [--breakdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from loopctl_memory import open_store
+from loopctl_memory.cli import IMPORT_BATCH, cli
+from loopctl_memory.entry import MemoryCategory, MemoryEntry
+from loopctl_memory.jsonl import entry_from_json, entry_to_json
+
+GOAL = 50_000
+# fmt: off
+WORDS = (
+    "pytest", "failed", "flaky", "retry", "timeout", "database", "locked", "sqlite",
+    "postgres", "migration", "schema", "commit", "push", "rebase", "lint", "ruff", "mypy",
+    "import", "module", "venv", "install", "cache", "token", "api", "http", "rate", "limit",
+    "backoff", "refactor", "parser", "test", "fixture", "strategy", "plan", "agent", "tool",
+)
+# fmt: on
+
+
+def generate(path: Path, lines: int, seed: int = 7) -> None:
+    """Write ``lines`` entries in the export format, as a real export would."""
+    rng = random.Random(seed)
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    categories = list(MemoryCategory)
+    with path.open("w", encoding="utf-8", newline="\n") as out:
+        for number in range(lines):
+            entry = MemoryEntry(
+                rng.choice(categories),
+                " ".join(rng.choices(WORDS, k=rng.randint(8, 30))),
+                tags=rng.sample(WORDS, k=rng.randint(0, 4)),
+                relevance=round(rng.random(), 2),
+                id=uuid.UUID(int=rng.getrandbits(128), version=4),
+                created_at=start + timedelta(seconds=number, microseconds=rng.randrange(10**6)),
+                access_count=rng.randrange(20),
+                validated=rng.random() < 0.3,
+            )
+            out.write(entry_to_json(entry) + "\n")
+
+
+def run_in_process(database: Path, source: Path) -> float:
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, ["--db", str(database), "import", str(source)])
+    elapsed = time.perf_counter() - started
+    if result.exit_code != 0:
+        raise SystemExit(f"import failed: {result.output}")
+    return elapsed
+
+
+def run_subprocess(database: Path, source: Path) -> float:
+    program = shutil.which("loopctl-memory", path=str(Path(sys.executable).parent))
+    if program is None:
+        raise SystemExit("loopctl-memory is not installed next to this Python")
+    started = time.perf_counter()
+    subprocess.run(
+        [program, "--db", str(database), "import", str(source)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
+def breakdown(scratch: Path, source: Path) -> None:
+    """Where the time goes: parsing the lines, then storing the parsed entries."""
+    started = time.perf_counter()
+    with source.open("rb") as lines:
+        entries = [entry_from_json(line) for line in lines]
+    parsed = time.perf_counter() - started
+
+    async def store() -> float:
+        async with open_store(scratch / "breakdown.db") as memory:
+            began = time.perf_counter()
+            for start in range(0, len(entries), IMPORT_BATCH):
+                await memory.store_many(entries[start : start + IMPORT_BATCH])
+            return time.perf_counter() - began
+
+    stored = asyncio.run(store())
+    count = len(entries)
+    print(f"  parse (jsonl.entry_from_json): {parsed:6.2f} s  {count / parsed:>9,.0f} entries/s")
+    print(f"  SqlMemoryStore.store_many:     {stored:6.2f} s  {count / stored:>9,.0f} entries/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--subprocess", action="store_true", help="run the installed script")
+    parser.add_argument("--breakdown", action="store_true", help="time parsing and storing apart")
+    options = parser.parse_args()
+    run = run_subprocess if options.subprocess else run_in_process
+    with tempfile.TemporaryDirectory() as scratch:
+        source = Path(scratch) / "memories.jsonl"
+        generate(source, options.lines)
+        size = source.stat().st_size / 2**20
+        how = "subprocess" if options.subprocess else "in-process"
+        print(f"{options.lines} lines, {size:.1f} MiB; {how}")
+        rates = []
+        for attempt in range(1, options.runs + 1):
+            database = Path(scratch) / f"run{attempt}.db"
+            elapsed = run(database, source)
+            rates.append(options.lines / elapsed)
+            print(f"  run {attempt}: {elapsed:6.2f} s  {rates[-1]:>9,.0f} entries/s")
+        best = max(rates)
+        verdict = "meets" if best >= GOAL else "MISSES"
+        print(f"best {best:,.0f} entries/s: {verdict} the goal of {GOAL:,}")
+        if options.breakdown:
+            breakdown(Path(scratch), source)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+"""Every command on a SQLite file: what it prints and what it changes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from loopctl_memory import MemoryCategory, MemoryEntry, migrate
+from loopctl_memory.cli import format_score
+from loopctl_memory.jsonl import entry_to_dict
+from loopctl_memory.scoring import parse_query
+
+from .conftest import assert_fails, store_entries, stored_entries
+
+WHEN = datetime(2025, 3, 3, 9, 12, 4, 318_000, tzinfo=UTC)
+
+
+def entry(
+    memory: str, category: MemoryCategory = MemoryCategory.FACT, **fields: Any
+) -> MemoryEntry:
+    fields.setdefault("created_at", WHEN)
+    return MemoryEntry(category, memory, **fields)
+
+
+# --- init and migrate ---
+
+
+def test_init_creates_the_database_at_the_newest_revision(on_db, db):
+    result = on_db("init")
+    assert 0 == result.exit_code, result.output
+    assert f"Created {db} at schema revision {migrate.head()}\n" == result.stdout
+    assert db.exists()
+
+
+def test_init_twice_says_the_database_is_already_current(on_db):
+    on_db("init")
+    result = on_db("init")
+    assert 0 == result.exit_code
+    assert "already at schema revision" in result.stdout
+
+
+def test_migrate_list_changes_nothing_and_shows_there_is_no_schema_yet(on_db, db):
+    result = on_db("migrate", "--list")
+    assert 0 == result.exit_code, result.output
+    assert migrate.head() in result.stdout
+    assert "no schema yet" in result.stdout
+    assert not db.exists()
+
+
+def test_migrate_list_marks_the_current_revision(on_db):
+    on_db("init")
+    result = on_db("migrate", "--list")
+    assert 0 == result.exit_code
+    assert "current, head" in result.stdout
+    assert "the newest revision" in result.stdout
+
+
+def test_migrate_creates_the_schema_then_reports_it_is_current(on_db):
+    first = on_db("migrate")
+    assert 0 == first.exit_code, first.output
+    assert f"from schema revision base to {migrate.head()}" in first.stdout
+    again = on_db("migrate", "--to", "head")
+    assert "already at schema revision" in again.stdout
+
+
+def test_migrate_down_to_base_with_yes_drops_the_schema(on_db, db):
+    store_entries(db, [entry("about to go")])
+    result = on_db("migrate", "--to", "base", "--yes")
+    assert 0 == result.exit_code, result.output
+    assert f"from schema revision {migrate.head()} to base" in result.stdout
+    assert_fails(on_db("stats"), 1, "not initialised", "loopctl-memory migrate")
+
+
+def test_migrate_down_asks_first_and_no_keeps_everything(on_db, db):
+    store_entries(db, [entry("stays")])
+    result = on_db("migrate", "--to", "base", input="n\n")
+    assert 1 == result.exit_code
+    assert "Downgrade" in result.stderr
+    assert "Aborted: nothing was changed." in result.stderr
+    assert 1 == len(stored_entries(db))
+
+
+def test_a_database_from_a_newer_version_is_refused(on_db, db):
+    on_db("init")
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = 'ffff'")
+    connection.close()
+    assert_fails(on_db("stats"), 1, "revision 'ffff'", "upgrade loopctl-memory")
+    assert_fails(on_db("add", "x", "-c", "fact"), 1, "revision 'ffff'")
+
+
+def test_add_gives_a_database_without_schema_the_schema(on_db, db):
+    on_db("init")
+    on_db("migrate", "--to", "base", "--yes")
+    assert 0 == on_db("add", "x", "-c", "fact").exit_code
+    assert ["x"] == [e.memory for e in stored_entries(db)]
+
+
+def test_migrate_rejects_an_unknown_revision_as_a_usage_error(on_db):
+    assert_fails(on_db("migrate", "--to", "nope"), 2, "unknown revision 'nope'", "--help")
+
+
+def test_migrate_list_and_to_do_not_go_together(on_db):
+    assert_fails(on_db("migrate", "--list", "--to", "head"), 2, "do not go together")
+
+
+# --- add, get, delete ---
+
+
+def test_add_prints_the_new_id_and_stores_every_option(on_db, db):
+    result = on_db(
+        "add", "use BEGIN IMMEDIATE", "--category", "error_pattern",
+        "--tag", "sqlite", "-t", "locking", "--relevance", "0.9", "--validated",
+    )  # fmt: skip
+    assert 0 == result.exit_code, result.output
+    new_id = uuid.UUID(result.stdout.strip())
+    [stored] = stored_entries(db)
+    assert new_id == stored.id
+    assert MemoryCategory.ERROR_PATTERN == stored.category
+    assert "use BEGIN IMMEDIATE" == stored.memory
+    assert ["sqlite", "locking"] == stored.tags
+    assert 0.9 == stored.relevance
+    assert stored.validated
+
+
+def test_add_defaults_to_relevance_one_no_tags_not_validated(on_db, db):
+    on_db("add", "plain", "-c", "fact")
+    [stored] = stored_entries(db)
+    assert (1.0, [], False) == (stored.relevance, stored.tags, stored.validated)
+
+
+def test_get_shows_every_field(on_db, db):
+    stored = entry("the full text of a long memory " * 8, tags=["a", "b"], relevance=0.25)
+    store_entries(db, [stored])
+    result = on_db("get", stored.id)
+    assert 0 == result.exit_code, result.output
+    flat = " ".join(result.stdout.split())
+    for value in (str(stored.id), "fact", "a, b", "0.25", "2025-03-03T09:12:04.318000+00:00"):
+        assert value in flat
+    assert " ".join(stored.memory.split()) in flat
+
+
+def test_get_json_prints_the_entry_as_export_does(on_db, db):
+    stored = entry("json me", tags=["ü"], relevance=0.3)
+    store_entries(db, [stored])
+    result = on_db("get", stored.id, "--json")
+    assert entry_to_dict(stored) == json.loads(result.stdout)
+
+
+def test_get_an_unknown_id_fails(on_db):
+    on_db("init")
+    missing = uuid.uuid4()
+    assert_fails(on_db("get", missing), 1, f"no memory with id {missing}")
+
+
+def test_delete_removes_the_entry_and_a_second_delete_fails(on_db, db):
+    kept, gone = entry("kept"), entry("gone")
+    store_entries(db, [kept, gone])
+    result = on_db("delete", gone.id)
+    assert 0 == result.exit_code
+    assert f"Deleted {gone.id}\n" == result.stdout
+    assert [kept.id] == [e.id for e in stored_entries(db)]
+    assert_fails(on_db("delete", gone.id), 1, "nothing was deleted")
+
+
+# --- search ---
+
+
+def test_search_shows_rank_exact_score_category_relevance_tags_and_text(on_db, db):
+    store_entries(
+        db,
+        [
+            entry("alpha beta", relevance=0.5, tags=["greek"]),
+            entry("gamma", relevance=0.7, category=MemoryCategory.STRATEGY),
+        ],
+    )
+    result = on_db("search", "alpha")
+    assert 0 == result.exit_code, result.output
+    header, _rule, first, second = result.stdout.splitlines()
+    assert ["#", "score", "category", "relevance", "tags", "memory"] == header.split()
+    assert ["1", "0.75", "fact", "0.5", "greek", "alpha", "beta"] == first.split()
+    expected = format_score(parse_query("alpha").score_of(0.7, "gamma", []))
+    assert ["2", expected, "strategy", "0.7", "gamma"] == second.split()
+
+
+def test_search_cuts_long_memories_to_the_terminal_width(on_db, db, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")
+    store_entries(db, [entry("word " * 100, tags=["a-very-long-tag-indeed", "another-one"])])
+    result = on_db("search", "word")
+    lines = result.stdout.splitlines()
+    assert 3 == len(lines)
+    assert all(len(line) <= 60 for line in lines)
+    assert lines[2].rstrip().endswith("…")
+
+
+def test_search_never_reads_memories_as_markup(on_db, db):
+    store_entries(db, [entry("[bold]not bold[/bold] :smile:")])
+    result = on_db("search", "bold")
+    assert "[bold]not bold[/bold] :smile:" in result.stdout
+
+
+def test_search_json_lists_the_entries_best_first(on_db, db):
+    low, high = entry("match", relevance=0.1), entry("match", relevance=0.9)
+    store_entries(db, [low, high, entry("other", relevance=0.0)])
+    result = on_db("search", "match", "--limit", "2", "--json")
+    assert 0 == result.exit_code, result.output
+    assert [entry_to_dict(high), entry_to_dict(low)] == json.loads(result.stdout)
+
+
+def test_search_json_on_an_empty_database_is_an_empty_list(on_db):
+    on_db("init")
+    assert [] == json.loads(on_db("search", "anything", "--json").stdout)
+
+
+def test_search_on_an_empty_database_says_so(on_db):
+    on_db("init")
+    result = on_db("search", "anything")
+    assert 0 == result.exit_code
+    assert "" == result.stdout
+    assert "No memories" in result.stderr
+
+
+def test_search_limit_zero_returns_nothing(on_db, db):
+    store_entries(db, [entry("a")])
+    assert [] == json.loads(on_db("search", "a", "-n", "0", "--json").stdout)
+
+
+# --- consolidate ---
+
+
+@pytest.fixture
+def prunable(db):
+    store_entries(db, [entry("keep", relevance=0.5), entry("stale", relevance=0.01)])
+
+
+@pytest.mark.usefixtures("prunable")
+def test_consolidate_asks_and_yes_prunes(on_db, db):
+    result = on_db("consolidate", input="y\n")
+    assert 0 == result.exit_code, result.output
+    assert "Delete every memory with relevance below 0.05" in result.stderr
+    assert "(2 stored)?" in result.stderr
+    assert ["entries", "before", "2"] == result.stdout.splitlines()[1].split()
+    assert ["pruned", "1"] == result.stdout.splitlines()[3].split()
+    assert ["keep"] == [e.memory for e in stored_entries(db)]
+
+
+@pytest.mark.usefixtures("prunable")
+def test_consolidate_asks_and_no_changes_nothing(on_db, db):
+    result = on_db("consolidate", input="n\n")
+    assert 1 == result.exit_code
+    assert "Aborted: nothing was changed." in result.stderr
+    assert 2 == len(stored_entries(db))
+
+
+@pytest.mark.usefixtures("prunable")
+def test_consolidate_without_an_answer_changes_nothing_and_names_yes(on_db, db):
+    result = on_db("consolidate")
+    assert 1 == result.exit_code
+    assert isinstance(result.exception, SystemExit)
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("Error: no answer")
+    assert "--yes" in last
+    assert 2 == len(stored_entries(db))
+
+
+@pytest.mark.usefixtures("prunable")
+def test_consolidate_yes_json_does_not_ask_and_prints_the_stats(on_db, db):
+    result = on_db("consolidate", "--yes", "--json")
+    assert 0 == result.exit_code, result.output
+    assert "" == result.stderr
+    expected = {
+        "entries_before": 2,
+        "entries_after": 1,
+        "pruned": 1,
+        "merged": 0,
+        "bytes_saved": 0,
+    }
+    assert expected == json.loads(result.stdout)
+
+
+# --- stats ---
+
+
+def test_stats_json_counts_by_category_and_relevance_with_path_size_and_revision(on_db, db):
+    store_entries(
+        db,
+        [
+            entry("a", relevance=0.0),
+            entry("b", relevance=0.95, category=MemoryCategory.WORKING),
+            entry("c", relevance=1.0, category=MemoryCategory.WORKING),
+        ],
+    )
+    result = on_db("stats", "--json")
+    assert 0 == result.exit_code, result.output
+    stats = json.loads(result.stdout)
+    assert str(db.resolve()) == stats["database"]
+    assert stats["size_bytes"] >= db.stat().st_size > 0
+    assert migrate.head() == stats["schema_revision"]
+    assert 3 == stats["entries"]
+    assert {c.value: 0 for c in MemoryCategory} | {"fact": 1, "working": 2} == stats["by_category"]
+    assert [1, 0, 0, 0, 0, 0, 0, 0, 0, 2] == stats["relevance_histogram"]
+
+
+def test_stats_shows_the_same_in_tables(on_db, db):
+    store_entries(db, [entry("a", relevance=0.35, category=MemoryCategory.INSIGHT)])
+    result = on_db("stats")
+    assert 0 == result.exit_code, result.output
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert ["database", str(db.resolve())] in rows
+    assert ["schema", "revision", migrate.head()] in rows
+    assert ["entries", "1"] in rows
+    assert ["insight", "1"] in rows
+    assert ["[0.3,", "0.4)", "1", "█" * 30] in rows

@@ -1,0 +1,43 @@
+"""``make demo`` runs the main job end to end, in a directory it is given."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from loopctl_memory import MemoryCategory, demo
+
+from .conftest import stored_entries
+
+
+def run_demo(directory: Path) -> str:
+    output = io.StringIO()
+    demo.main(directory, console=Console(file=output, width=120))
+    return output.getvalue()
+
+
+def test_the_demo_runs_to_the_end_and_leaves_its_database(tmp_path):
+    output = run_demo(tmp_path / "demo")
+    database = tmp_path / "demo" / "memory.db"
+    assert f"database: {database}" in output
+    assert "entries are still there" in output
+    assert "done in" in output
+    kept = stored_entries(database)
+    shipped = demo.demo_memories()
+    assert [e for e in shipped if e.relevance >= 0.05] == kept
+    assert len(kept) < len(shipped)  # consolidation pruned the stale working notes
+
+
+def test_the_demo_recreates_its_database_on_every_run(tmp_path):
+    run_demo(tmp_path)
+    output = run_demo(tmp_path)
+    assert "stored 40 memories" in output
+
+
+def test_the_demo_data_ships_inside_the_package_and_covers_every_category():
+    memories = demo.demo_memories()
+    assert 30 <= len(memories) <= 50
+    assert set(MemoryCategory) == {entry.category for entry in memories}
+    assert len(memories) == len({entry.id for entry in memories})

@@ -1,0 +1,52 @@
+"""Every command documents itself with an example, and the README names every command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from loopctl_memory.cli import PROG, cli
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+COMMANDS = sorted(cli.commands)
+
+
+def test_the_commands_are_the_ones_the_spec_lists():
+    expected = ["add", "consolidate", "delete", "export", "get", "import", "init", "migrate",
+                "search", "stats"]  # fmt: skip
+    assert expected == COMMANDS
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_help_ends_with_an_example(invoke, command):
+    result = invoke(command, "--help")
+    assert 0 == result.exit_code
+    lines = result.stdout.rstrip().splitlines()
+    examples = lines[lines.index("  Example:") + 1 :]
+    assert examples
+    assert all(line.startswith(f"    {PROG} ") or f"| {PROG} " in line for line in examples)
+    assert any(f" {command}" in line for line in examples)
+
+
+def test_the_group_help_ends_with_an_example(invoke):
+    lines = invoke("--help").stdout.rstrip().splitlines()
+    assert lines[-1].startswith(f"    {PROG} ")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_a_one_line_summary(command):
+    summary = cli.commands[command].get_short_help_str(limit=200)
+    assert summary.endswith(".")
+
+
+def test_the_readme_shows_every_command():
+    """As `cmd ...` in a code span, or in a `loopctl-memory ... cmd` example."""
+    text = README.read_text(encoding="utf-8")
+    missing = [
+        command
+        for command in COMMANDS
+        if not re.search(rf"`{command}\b|{PROG}\b[^\n`]*\s{command}\b", text)
+    ]
+    assert [] == missing, "README.md does not show these commands"

@@ -1,0 +1,82 @@
+"""The installed script and ``python -m loopctl_memory``, as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopctl_memory import __version__
+
+SCRIPT = shutil.which("loopctl-memory", path=str(Path(sys.executable).parent))
+
+COMMANDS = [
+    pytest.param([SCRIPT], id="script"),
+    pytest.param([sys.executable, "-m", "loopctl_memory"], id="python -m"),
+]
+
+
+def run(
+    command: Sequence[str | None], *args: object, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(part) for part in (*command, *args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        **options,
+    )
+
+
+def test_the_script_is_installed_next_to_python():
+    assert SCRIPT is not None
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_round_trip_through_a_real_process(command, tmp_path):
+    db = tmp_path / "memory.db"
+    added = run(command, "--db", db, "add", "from a real process", "-c", "fact", "-t", "e2e")
+    assert 0 == added.returncode, added.stderr
+    found = run(command, "--db", db, "search", "real process", "--json")
+    assert 0 == found.returncode, found.stderr
+    [entry] = json.loads(found.stdout)
+    assert (added.stdout.strip(), ["e2e"]) == (entry["id"], entry["tags"])
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_version(command):
+    result = run(command, "--version")
+    assert 0 == result.returncode
+    assert f"loopctl-memory, version {__version__}\n" == result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_failure_is_one_line_without_traceback(command, tmp_path):
+    result = run(command, "--db", tmp_path / "missing" / "memory.db", "add", "x", "-c", "fact")
+    assert 1 == result.returncode
+    assert "" == result.stdout
+    [line] = result.stderr.splitlines()
+    assert line.startswith("Error: cannot create")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_usage_error_exits_2_in_one_line(command):
+    result = run(command, "search")
+    assert 2 == result.returncode
+    assert ["Error: Missing argument 'QUERY'. (see 'loopctl-memory search --help')"] == (
+        result.stderr.splitlines()
+    )
+
+
+def test_the_database_variable_reaches_a_real_process(tmp_path):
+    db = tmp_path / "env.db"
+    env = {**os.environ, "LOOPCTL_MEMORY_DB": str(db)}
+    assert 0 == run([SCRIPT], "init", env=env).returncode
+    assert db.exists()

@@ -1,0 +1,90 @@
+"""Every failure is one line on stderr that says what to do, and a non-zero exit; no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopctl_memory import StorageError
+
+from .conftest import assert_fails, store_entries, stored_entries
+from .test_commands import entry
+
+
+@pytest.mark.parametrize("relevance", ["1.5", "-0.1", "high"])
+def test_a_bad_relevance_is_a_usage_error(on_db, db, relevance):
+    line = assert_fails(on_db("add", "x", "-c", "fact", "-r", relevance), 2, "'--relevance'")
+    assert "(see 'loopctl-memory add --help')" in line
+    assert not db.exists()
+
+
+def test_a_relevance_that_is_not_finite_is_refused_by_the_library(on_db, db):
+    assert_fails(on_db("add", "x", "-c", "fact", "-r", "nan"), 1, "finite number in [0, 1]")
+    assert [] == stored_entries(db)
+
+
+def test_an_unknown_category_is_a_usage_error_listing_the_categories(on_db):
+    assert_fails(on_db("add", "x", "-c", "opinion"), 2, "'opinion' is not one of", "'fact'")
+
+
+def test_a_missing_category_is_a_usage_error(on_db):
+    assert_fails(on_db("add", "x"), 2, "Missing option '--category'")
+
+
+def test_a_missing_import_file_is_a_usage_error(on_db, tmp_path):
+    assert_fails(on_db("import", tmp_path / "nope.jsonl"), 2, "nope.jsonl", "does not exist")
+
+
+def test_an_id_that_is_not_a_uuid_is_a_usage_error(on_db):
+    assert_fails(on_db("get", "42"), 2, "'42' is not a valid UUID")
+
+
+def test_an_unknown_command_or_option_is_a_usage_error(invoke):
+    assert_fails(invoke("remember", "x"), 2, "No such command 'remember'")
+    assert_fails(invoke("--verbose", "stats"), 2, "No such option '--verbose'")
+
+
+def test_a_directory_that_does_not_exist_is_named(invoke, tmp_path):
+    target = tmp_path / "no" / "such" / "memory.db"
+    assert_fails(
+        invoke("--db", target, "add", "x", "-c", "fact"),
+        1,
+        f"the directory {target.parent} does not exist",
+    )
+    assert not target.parent.exists()
+
+
+def test_an_unreachable_server_is_one_line_naming_the_setting(invoke):
+    line = assert_fails(
+        invoke("--db", "postgresql+asyncpg://u:secret@127.0.0.1:1/x", "stats"),
+        1,
+        "open postgresql+asyncpg://u:***@127.0.0.1:1/x failed",
+        "--db",
+    )
+    assert "secret" not in line
+
+
+def test_an_unsupported_url_is_refused(invoke):
+    assert_fails(invoke("--db", "mysql://host/db", "stats"), 1, "unsupported database URL")
+
+
+def test_a_file_that_is_not_a_database_is_refused_and_left_alone(invoke, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"my notes, not a database\n" * 100)
+    assert_fails(invoke("--db", notes, "add", "x", "-c", "fact"), 1, "not a database")
+    assert b"my notes, not a database\n" * 100 == notes.read_bytes()
+
+
+def test_a_duplicate_id_on_import_is_one_line(on_db, db, tmp_path):
+    stored = entry("once")
+    store_entries(db, [stored])
+    source = tmp_path / "again.jsonl"
+    assert 0 == on_db("export", "-o", source).exit_code
+    assert_fails(on_db("import", source), 1, "already stored", "nothing was imported")
+
+
+def test_debug_lets_a_library_error_through_for_its_traceback(invoke, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database" * 100)
+    result = invoke("--debug", "--db", notes, "stats")
+    assert 1 == result.exit_code
+    assert isinstance(result.exception, StorageError)

@@ -1,0 +1,116 @@
+"""The JSON Lines format: one entry a line, exact both ways, every bad line explained."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from loopctl_memory import InvalidEntryError, MemoryCategory, MemoryEntry
+from loopctl_memory.jsonl import FIELDS, entry_from_json, entry_to_json
+
+from .test_import_export import awkward_entries
+
+GOOD: dict[str, Any] = {
+    "id": "0b7c6f1e-5a3d-4e2f-9c8b-7a6d5e4f3a2b",
+    "category": "strategy",
+    "memory": "read the traceback from the bottom",
+    "tags": ["debugging"],
+    "relevance": 0.9,
+    "created_at": "2025-03-03T09:12:04.318000+00:00",
+    "access_count": 3,
+    "validated": True,
+}
+
+
+def line(**changes: object) -> str:
+    return json.dumps(GOOD | changes)
+
+
+def test_a_line_reads_into_the_entry_it_describes():
+    expected = MemoryEntry(
+        MemoryCategory.STRATEGY,
+        "read the traceback from the bottom",
+        tags=["debugging"],
+        relevance=0.9,
+        id=uuid.UUID(GOOD["id"]),
+        created_at=datetime(2025, 3, 3, 9, 12, 4, 318_000, tzinfo=UTC),
+        access_count=3,
+        validated=True,
+    )
+    assert expected == entry_from_json(line())
+
+
+@pytest.mark.parametrize("entry", awkward_entries())
+def test_write_then_read_gives_the_same_entry_and_the_same_line(entry):
+    text = entry_to_json(entry)
+    assert "\n" not in text
+    assert entry == entry_from_json(text)
+    assert text == entry_to_json(entry_from_json(text))
+    assert text.encode() == entry_to_json(entry_from_json(text.encode())).encode()
+
+
+def test_keys_are_written_in_a_fixed_order_without_spaces_or_ascii_escapes():
+    entry = MemoryEntry(MemoryCategory.FACT, "café ☕", tags=["naïve"], relevance=0.5)
+    text = entry_to_json(entry)
+    assert FIELDS == tuple(json.loads(text))
+    assert '"memory":"café ☕","tags":["naïve"],"relevance":0.5,' in text
+
+
+def test_other_utc_offsets_are_read_and_written_as_utc():
+    entry = entry_from_json(line(created_at="2025-03-03T11:12:04.318+02:00"))
+    assert datetime(2025, 3, 3, 9, 12, 4, 318_000, tzinfo=UTC) == entry.created_at
+    assert entry.created_at.utcoffset() == timedelta(0)
+    assert '"created_at":"2025-03-03T09:12:04.318000+00:00"' in entry_to_json(entry)
+
+
+def test_an_entry_in_another_timezone_is_written_in_utc():
+    local = datetime(2025, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=1)))
+    text = entry_to_json(MemoryEntry(MemoryCategory.FACT, "x", created_at=local))
+    assert '"created_at":"2025-01-01T00:00:00.000000+00:00"' in text
+
+
+def test_an_integer_relevance_reads_as_a_float():
+    assert 1.0 == entry_from_json(line(relevance=1)).relevance
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "not valid JSON"),
+        ("", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object, got an array"),
+        ('"a string"', "expected a JSON object, got a string"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "tags"}), "missing key 'tags'"),
+        (line(extra=1), "unknown key 'extra'"),
+        (line(id=42), "id must be a string, not a number"),
+        (line(id="not-a-uuid"), "id 'not-a-uuid' is not a UUID"),
+        (line(created_at=None), "created_at must be a string, not null"),
+        (line(created_at="yesterday"), "'yesterday' is not an ISO 8601 timestamp"),
+        (line(created_at="2025-03-03T09:12:04"), "has no UTC offset"),
+        (line(category="opinion"), "unknown category 'opinion'"),
+        (line(memory=7), "memory must be a str"),
+        (line(memory="\ud800"), "cannot be encoded as UTF-8"),
+        (line(tags="debugging"), "tags must be a list"),
+        (line(tags=[1]), "tag 0 must be a str"),
+        (line(relevance=1.5), "relevance must be a finite number in [0, 1]"),
+        (line(relevance="high"), "relevance must be a number"),
+        (line(relevance=True), "relevance must be a number"),
+        (line().replace("0.9", "NaN"), "finite number"),
+        (line(access_count=-1), "access_count must be an int"),
+        (line(access_count=1.0), "access_count must be an int"),
+        (line(validated="yes"), "validated must be a bool"),
+    ],
+)
+def test_a_bad_line_raises_invalid_entry_error_saying_what_is_wrong(text, message):
+    with pytest.raises(InvalidEntryError, match=re.escape(message)):
+        entry_from_json(text)
+
+
+def test_bytes_that_are_not_utf8_are_refused():
+    with pytest.raises(InvalidEntryError, match="not valid"):
+        entry_from_json(b"\xff\xfe{}")
