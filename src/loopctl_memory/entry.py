@@ -25,6 +25,9 @@ class MemoryCategory(enum.StrEnum):
     WORKING = "working"
 
 
+_CATEGORY_VALUES = frozenset(category.value for category in MemoryCategory)
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -105,6 +108,57 @@ def validate_id(entry_id: object) -> uuid.UUID:
     return entry_id
 
 
+def _check_created_at(created_at: object) -> None:
+    if not isinstance(created_at, datetime):
+        raise InvalidEntryError(f"created_at must be a datetime, not {type(created_at).__name__}")
+    if created_at.utcoffset() is None:
+        raise InvalidEntryError("created_at must be timezone-aware (UTC)")
+    try:
+        created_at.astimezone(UTC)
+    except OverflowError:
+        raise InvalidEntryError(f"created_at {created_at} is out of range in UTC") from None
+
+
+def check_entry(entry: object) -> MemoryEntry:
+    """Check every field of ``entry`` and return it, unchanged.
+
+    A str category, an int relevance and a non-UTC ``created_at`` are accepted;
+    :func:`validate_entry` normalises them.
+
+    Raises:
+        InvalidEntryError: a field is of the wrong type or out of range.
+
+    """
+    if not isinstance(entry, MemoryEntry):
+        raise InvalidEntryError(f"expected a MemoryEntry, not {type(entry).__name__}")
+    try:
+        known_category = entry.category in _CATEGORY_VALUES
+    except TypeError:  # unhashable
+        known_category = False
+    if not known_category:
+        known = ", ".join(category.value for category in MemoryCategory)
+        raise InvalidEntryError(f"unknown category {entry.category!r}; expected one of {known}")
+    _check_text(entry.memory, "memory")
+    if type(entry.tags) is not list:
+        raise InvalidEntryError(f"tags must be a list, not {type(entry.tags).__name__}")
+    for position, tag in enumerate(entry.tags):
+        _check_text(tag, f"tag {position}")
+    relevance = entry.relevance
+    if isinstance(relevance, bool) or not isinstance(relevance, int | float):
+        raise InvalidEntryError(f"relevance must be a number, not {type(relevance).__name__}")
+    if not (math.isfinite(relevance) and 0.0 <= relevance <= 1.0):
+        raise InvalidEntryError(f"relevance must be a finite number in [0, 1], got {relevance}")
+    if not isinstance(entry.id, uuid.UUID):
+        raise InvalidEntryError(f"id must be a uuid.UUID, not {type(entry.id).__name__}")
+    _check_created_at(entry.created_at)
+    count = entry.access_count
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _INT64_MAX:
+        raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {count!r}")
+    if not isinstance(entry.validated, bool):
+        raise InvalidEntryError(f"validated must be a bool, not {type(entry.validated).__name__}")
+    return entry
+
+
 def validate_entry(entry: object) -> MemoryEntry:
     """Check every field of ``entry``; return a normalised, independent copy.
 
@@ -115,51 +169,16 @@ def validate_entry(entry: object) -> MemoryEntry:
         InvalidEntryError: a field is of the wrong type or out of range.
 
     """
-    if not isinstance(entry, MemoryEntry):
-        raise InvalidEntryError(f"expected a MemoryEntry, not {type(entry).__name__}")
-    try:
-        category = MemoryCategory(entry.category)
-    except ValueError:
-        known = ", ".join(c.value for c in MemoryCategory)
-        raise InvalidEntryError(
-            f"unknown category {entry.category!r}; expected one of {known}"
-        ) from None
-    _check_text(entry.memory, "memory")
-    if not isinstance(entry.tags, list):
-        raise InvalidEntryError(f"tags must be a list, not {type(entry.tags).__name__}")
-    for position, tag in enumerate(entry.tags):
-        _check_text(tag, f"tag {position}")
-    relevance = entry.relevance
-    if isinstance(relevance, bool) or not isinstance(relevance, int | float):
-        raise InvalidEntryError(f"relevance must be a number, not {type(relevance).__name__}")
-    relevance = float(relevance)
-    if not (math.isfinite(relevance) and 0.0 <= relevance <= 1.0):
-        raise InvalidEntryError(f"relevance must be a finite number in [0, 1], got {relevance}")
-    if not isinstance(entry.id, uuid.UUID):
-        raise InvalidEntryError(f"id must be a uuid.UUID, not {type(entry.id).__name__}")
-    created_at = entry.created_at
-    if not isinstance(created_at, datetime):
-        raise InvalidEntryError(f"created_at must be a datetime, not {type(created_at).__name__}")
-    if created_at.utcoffset() is None:
-        raise InvalidEntryError("created_at must be timezone-aware (UTC)")
-    count = entry.access_count
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _INT64_MAX:
-        raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {count!r}")
-    if not isinstance(entry.validated, bool):
-        raise InvalidEntryError(f"validated must be a bool, not {type(entry.validated).__name__}")
-    try:
-        created_at = created_at.astimezone(UTC)
-    except OverflowError:
-        raise InvalidEntryError(f"created_at {created_at} is out of range in UTC") from None
+    checked = check_entry(entry)
     return MemoryEntry(
-        category,
-        entry.memory,
-        tags=list(entry.tags),
-        relevance=relevance,
-        id=entry.id,
-        created_at=created_at,
-        access_count=count,
-        validated=entry.validated,
+        MemoryCategory(checked.category),
+        checked.memory,
+        tags=list(checked.tags),
+        relevance=float(checked.relevance),
+        id=checked.id,
+        created_at=checked.created_at.astimezone(UTC),
+        access_count=checked.access_count,
+        validated=checked.validated,
     )
 
 

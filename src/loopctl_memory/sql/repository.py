@@ -36,6 +36,7 @@ _MAX_ROWS = 2**62
 # Inserts go to the driver's executemany directly, with rows as tuples: SQLAlchemy's
 # per-row parameter processing cost more than the database's work.
 _ENTRY_FIELDS = (
+    "seq",
     "id",
     "category",
     "memory",
@@ -46,27 +47,24 @@ _ENTRY_FIELDS = (
     "access_count",
     "validated",
 )
-_TAG_FIELDS = ("position", "tag", "tag_lower", "entry_seq")
+_TAG_FIELDS = ("entry_seq", "position", "tag", "tag_lower")
 
 
 @functools.cache
 def _insert_sql(paramstyle: str) -> tuple[str, str]:
     """The entries and tags INSERT statements in the driver's parameter style."""
 
-    def marks(count: int) -> list[str]:
+    def values(count: int) -> str:
         if paramstyle == "qmark":
-            return ["?"] * count
-        return [f"${number}" for number in range(1, count + 1)]  # asyncpg: numeric_dollar
+            return ", ".join(["?"] * count)
+        return ", ".join(f"${number}" for number in range(1, count + 1))  # asyncpg
 
-    entry_marks = ", ".join(marks(len(_ENTRY_FIELDS)))
-    *tag_marks, id_mark = marks(len(_TAG_FIELDS))
-    # Only our own table and column names are formatted in; every value is a parameter.
-    entry_sql = f"INSERT INTO entries ({', '.join(_ENTRY_FIELDS)}) VALUES ({entry_marks})"  # noqa: S608
-    tag_sql = (
-        f"INSERT INTO tags ({', '.join(_TAG_FIELDS)}) "  # noqa: S608
-        f"SELECT {', '.join(tag_marks)}, seq FROM entries WHERE id = {id_mark}"
+    # Only our own column names are formatted in; every value is a parameter.
+    entry_columns, tag_columns = ", ".join(_ENTRY_FIELDS), ", ".join(_TAG_FIELDS)
+    return (
+        f"INSERT INTO entries ({entry_columns}) VALUES ({values(len(_ENTRY_FIELDS))})",  # noqa: S608
+        f"INSERT INTO tags ({tag_columns}) VALUES ({values(len(_TAG_FIELDS))})",  # noqa: S608
     )
-    return entry_sql, tag_sql
 
 
 _ENTRY_COLUMNS = (
@@ -85,34 +83,36 @@ _ENTRY_COLUMNS = (
 
 
 def _rows(
-    batch: Sequence[MemoryEntry], native: bool
+    batch: Sequence[MemoryEntry], first_seq: int, native: bool
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Entry rows and tag rows in field order; ``native``: the driver takes UUID and bool."""
     entry_rows: list[tuple[Any, ...]] = []
     tag_rows: list[tuple[Any, ...]] = []
-    for entry in batch:
-        key: Any = entry.id if native else entry.id.hex  # Uuid() stores 32 hex digits on SQLite
+    for seq, entry in enumerate(batch, start=first_seq):
+        relevance = float(entry.relevance)
         entry_rows.append(
             (
-                key,
-                entry.category.value,
+                seq,
+                entry.id if native else entry.id.hex,  # Uuid() is 32 hex digits on SQLite
+                str(entry.category),
                 entry.memory,
                 entry.memory.lower(),
-                entry.relevance,
-                baseline_score(entry.relevance),
+                relevance,
+                baseline_score(relevance),
                 (entry.created_at - _EPOCH) // _MICROSECOND,
                 entry.access_count,
                 entry.validated if native else int(entry.validated),
             )
         )
-        tag_rows.extend(
-            (position, tag, tag.lower(), key) for position, tag in enumerate(entry.tags)
-        )
+        if entry.tags:
+            tag_rows.extend(
+                (seq, position, tag, tag.lower()) for position, tag in enumerate(entry.tags)
+            )
     return entry_rows, tag_rows
 
 
 async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntry]) -> None:
-    """Insert validated entries in order: one executemany per table.
+    """Insert checked entries in order: one executemany per table.
 
     Raises:
         DuplicateEntryError: two entries of the batch share an id (a clash with a
@@ -122,11 +122,24 @@ async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntr
     if len({entry.id for entry in batch}) != len(batch):
         raise DuplicateEntryError("the batch holds two entries with the same id")
     dialect = connection.dialect
+    first_seq = await _allocate_seqs(connection, len(batch))
     entry_sql, tag_sql = _insert_sql(dialect.paramstyle)
-    entry_rows, tag_rows = _rows(batch, native=dialect.name != "sqlite")
+    entry_rows, tag_rows = _rows(batch, first_seq, native=dialect.name != "sqlite")
     await connection.exec_driver_sql(entry_sql, entry_rows)
     if tag_rows:
         await connection.exec_driver_sql(tag_sql, tag_rows)
+
+
+async def _allocate_seqs(connection: AsyncConnection, count: int) -> int:
+    """Reserve ``count`` consecutive insertion numbers; return the first.
+
+    SQLite: the write transaction (BEGIN IMMEDIATE) excludes every other writer,
+    so max(seq) + 1 onwards is ours. PostgreSQL: the table's sequence.
+    """
+    if connection.dialect.name == "sqlite":
+        top = (await connection.execute(select(func.max(entries.c.seq)))).scalar_one()
+        return int(top or 0) + 1
+    raise NotImplementedError("sequence allocation for this dialect")  # pragma: no cover
 
 
 async def delete_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> bool:

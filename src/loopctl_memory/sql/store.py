@@ -20,7 +20,7 @@ from loopctl_memory import migrate
 from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryEntry,
-    validate_entry,
+    check_entry,
     validate_id,
     validate_query,
 )
@@ -119,7 +119,7 @@ class SqlMemoryStore:
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Store every entry in one transaction, in order: all of them or none."""
-        batch = [validate_entry(entry) for entry in entries]
+        batch = [check_entry(entry) for entry in entries]
         if not batch:
             return
         await self._run("store", lambda c: repository.insert_entries(c, batch), write=True)
