@@ -17,7 +17,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from loopctl_memory.entry import MemoryEntry, validate_entry
+from loopctl_memory.entry import MemoryCategory, MemoryEntry, check_entry
 from loopctl_memory.errors import InvalidEntryError
 
 FIELDS = (
@@ -91,7 +91,7 @@ def entry_from_json(line: str | bytes) -> MemoryEntry:
         raise InvalidEntryError(f"created_at {raw_time!r} is not an ISO 8601 timestamp") from None
     if created_at.tzinfo is None:
         raise InvalidEntryError(f"created_at {raw_time!r} has no UTC offset (add +00:00)")
-    return validate_entry(
+    entry = check_entry(
         MemoryEntry(
             data["category"],
             data["memory"],
@@ -103,6 +103,12 @@ def entry_from_json(line: str | bytes) -> MemoryEntry:
             validated=data["validated"],
         )
     )
+    # The entry is fresh, so normalising it in place shares nothing with anyone.
+    entry.category = MemoryCategory(entry.category)
+    entry.relevance = float(entry.relevance)
+    if created_at.utcoffset():
+        entry.created_at = created_at.astimezone(UTC)
+    return entry
 
 
 def _describe_keys(keys: Any) -> str:
