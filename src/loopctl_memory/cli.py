@@ -822,18 +822,31 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
         nonlocal imported, first_line
         task = progress.add_task("importing", total=size, entries=0)
         async with _opened(settings, create=True) as store:
-            for start, last_line, batch, consumed in _read_batches(stream, batch_size):
-                first_line = start
-                try:
-                    await store.store_many(batch)
-                except LoopMemoryError as exc:
-                    advice = _import_advice(file, imported, first_line)
-                    raise type(exc)(
-                        f"{name} lines {first_line}-{last_line}: {exc}; {advice}"
-                    ) from exc
-                imported += len(batch)
-                first_line = last_line + 1
-                progress.update(task, advance=consumed, entries=imported)
+            # Parse the next batch in a thread while this one is written: SQLite
+            # releases the GIL while it works, so the two overlap.
+            batches = _read_batches(stream, batch_size)
+            parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+            try:
+                while (parsed := await parsing) is not None:
+                    parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+                    start, last_line, batch, consumed = parsed
+                    first_line = start
+                    try:
+                        await store.store_many(batch)
+                    except LoopMemoryError as exc:
+                        advice = _import_advice(file, imported, first_line)
+                        raise type(exc)(
+                            f"{name} lines {first_line}-{last_line}: {exc}; {advice}"
+                        ) from exc
+                    imported += len(batch)
+                    first_line = last_line + 1
+                    progress.update(task, advance=consumed, entries=imported)
+            finally:
+                # A failed write leaves the next parse running: let it finish before
+                # the file closes, and drop its result.
+                await asyncio.wait((parsing,))
+                if not parsing.cancelled():
+                    parsing.exception()
 
     console = _console(stderr=True)
     with contextlib.ExitStack() as stack:

@@ -8,6 +8,7 @@ candidates and ``loopctl_memory.scoring`` ranks them.
 from __future__ import annotations
 
 import functools
+import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ _MICROSECOND = timedelta(microseconds=1)
 _WORDS_PER_STATEMENT = 60
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
 _IDS_PER_STATEMENT = 10_000
+_PRUNE_BASELINE_BOUND = baseline_score(math.nextafter(PRUNE_THRESHOLD, 0.0))
 # LIMIT must fit a signed 64-bit integer; no table holds more rows than this anyway.
 _MAX_ROWS = 2**62
 

@@ -62,7 +62,6 @@ entries = Table(
     CheckConstraint("relevance >= 0 AND relevance <= 1", name="relevance"),
 )
 Index("ix_entries_baseline_score_seq", entries.c.baseline_score.desc(), entries.c.seq)
-Index("ix_entries_relevance", entries.c.relevance)
 
 tags = Table(
     "tags",
@@ -76,6 +75,7 @@ tags = Table(
     Column("position", Integer(), primary_key=True, autoincrement=False),
     Column("tag", Text(), nullable=False),
     Column("tag_lower", Text(), nullable=False, comment="Python str.lower() of tag"),
+    sqlite_with_rowid=False,  # the primary key is the table: one B-tree, not two
 )
 
 

@@ -57,7 +57,6 @@ def upgrade() -> None:
         "entries",
         [sa.literal_column("baseline_score DESC"), "seq"],
     )
-    op.create_index("ix_entries_relevance", "entries", ["relevance"])
     op.create_table(
         "tags",
         sa.Column("entry_seq", _SEQ, nullable=False),
@@ -71,12 +70,12 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("entry_seq", "position", name=op.f("pk_tags")),
+        sqlite_with_rowid=False,
     )
 
 
 def downgrade() -> None:
     """Drop both tables."""
     op.drop_table("tags")
-    op.drop_index("ix_entries_relevance", table_name="entries")
     op.drop_index("ix_entries_baseline_score_seq", table_name="entries")
     op.drop_table("entries")
