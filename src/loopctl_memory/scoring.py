@@ -41,8 +41,13 @@ _WHITE_SPACE = re.compile(
 )
 
 
+_NOT_WHITE_SPACE_FOR_RUST = re.compile("[\u001c-\u001f]")
+
+
 def split_whitespace(text: str) -> list[str]:
     """Split ``text`` exactly as Rust's ``str::split_whitespace`` does."""
+    if _NOT_WHITE_SPACE_FOR_RUST.search(text) is None:
+        return text.split()  # the same set, less U+001C..U+001F, which are absent
     return [word for word in _WHITE_SPACE.split(text) if word]
 
 

@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
-from loopctl_memory.sql import repository
+from loopctl_memory.scoring import parse_query
+from loopctl_memory.sql import search
 
 ENTRIES = 100_000
 RARE = "zanzibar"
@@ -34,29 +35,18 @@ def _entries() -> list[MemoryEntry]:
 
 
 @pytest.mark.slow
-async def test_a_selective_query_reads_only_its_candidates(tmp_path, monkeypatch):
+async def test_a_selective_query_reads_only_its_candidates(tmp_path):
     data = _entries()
     reference = InMemoryStore(data)
-    read: dict[str, int] = {"matched": 0, "baseline": 0}
-    matching, best_baselines = repository._matching, repository._best_baselines
-
-    async def count_matching(connection, query):
-        found = await matching(connection, query)
-        read["matched"] += len(found)
-        return found
-
-    async def count_baselines(connection, rows):
-        found = await best_baselines(connection, rows)
-        read["baseline"] += len(found)
-        return found
-
-    monkeypatch.setattr(repository, "_matching", count_matching)
-    monkeypatch.setattr(repository, "_best_baselines", count_baselines)
+    query = f"{RARE} island"
     async with open_store(tmp_path / "memory.db") as store:
         await store.store_many(data)
-        results = await store.retrieve(f"{RARE} island", 5)
+        results = await store.retrieve(query, 5)
+        read = search.SearchStats()
+        async with store.engine.connect() as connection:
+            await connection.run_sync(search.top_candidates, parse_query(query), 5, read)
 
-    expected = await reference.retrieve(f"{RARE} island", 5)
+    expected = await reference.retrieve(query, 5)
     assert [e.id for e in expected] == [e.id for e in results]
-    assert 3 == read["matched"], "only the three entries that contain a query word"
-    assert read["baseline"] <= 5 + 3, "no more of the relevance index than limit + matched"
+    assert 3 == read.checked, "only the three entries that contain a query word"
+    assert read.walked <= search.FIRST_CHUNK, "then one chunk of the relevance index"

@@ -8,32 +8,26 @@ candidates and ``loopctl_memory.scoring`` ranks them.
 from __future__ import annotations
 
 import functools
-import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, or_, select
+from sqlalchemy import and_, case, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import DuplicateEntryError
-from loopctl_memory.scoring import PRUNE_THRESHOLD, ParsedQuery, baseline_score, score
-from loopctl_memory.sql.tables import contains, entries, tags
+from loopctl_memory.scoring import PRUNE_THRESHOLD, ParsedQuery
+from loopctl_memory.sql import index, search
+from loopctl_memory.sql.tables import entries, tags
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
-# Words are tested in chunks so that one statement never nests more than this
-# many OR terms (SQLite's parser limits expression depth to 1000).
-_WORDS_PER_STATEMENT = 60
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
 _IDS_PER_STATEMENT = 10_000
-_PRUNE_BASELINE_BOUND = baseline_score(math.nextafter(PRUNE_THRESHOLD, 0.0))
-# LIMIT must fit a signed 64-bit integer; no table holds more rows than this anyway.
-_MAX_ROWS = 2**62
 
 # Inserts go to the driver's executemany directly, with rows as tuples: SQLAlchemy's
 # per-row parameter processing cost more than the database's work.
@@ -44,7 +38,6 @@ _ENTRY_FIELDS = (
     "memory",
     "memory_lower",
     "relevance",
-    "baseline_score",
     "created_at_us",
     "access_count",
     "validated",
@@ -91,7 +84,6 @@ def _rows(
     entry_rows: list[tuple[Any, ...]] = []
     tag_rows: list[tuple[Any, ...]] = []
     for seq, entry in enumerate(batch, start=first_seq):
-        relevance = float(entry.relevance)
         entry_rows.append(
             (
                 seq,
@@ -99,8 +91,7 @@ def _rows(
                 str(entry.category),
                 entry.memory,
                 entry.memory.lower(),
-                relevance,
-                baseline_score(relevance),
+                float(entry.relevance),
                 (entry.created_at - _EPOCH) // _MICROSECOND,
                 entry.access_count,
                 entry.validated if native else int(entry.validated),
@@ -114,7 +105,7 @@ def _rows(
 
 
 async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntry]) -> None:
-    """Insert checked entries in order: one executemany per table.
+    """Insert checked entries in order (one executemany per table), then index a long tail.
 
     Raises:
         DuplicateEntryError: two entries of the batch share an id (a clash with a
@@ -124,24 +115,13 @@ async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntr
     if len({entry.id for entry in batch}) != len(batch):
         raise DuplicateEntryError("the batch holds two entries with the same id")
     dialect = connection.dialect
-    first_seq = await _allocate_seqs(connection, len(batch))
+    first_seq = await connection.run_sync(index.next_seq)
     entry_sql, tag_sql = _insert_sql(dialect.paramstyle)
     entry_rows, tag_rows = _rows(batch, first_seq, native=dialect.name != "sqlite")
     await connection.exec_driver_sql(entry_sql, entry_rows)
     if tag_rows:
         await connection.exec_driver_sql(tag_sql, tag_rows)
-
-
-async def _allocate_seqs(connection: AsyncConnection, count: int) -> int:
-    """Reserve ``count`` consecutive insertion numbers; return the first.
-
-    SQLite: the write transaction (BEGIN IMMEDIATE) excludes every other writer,
-    so max(seq) + 1 onwards is ours. PostgreSQL: the table's sequence.
-    """
-    if connection.dialect.name == "sqlite":
-        top = (await connection.execute(select(func.max(entries.c.seq)))).scalar_one()
-        return int(top or 0) + 1
-    raise NotImplementedError("sequence allocation for this dialect")  # pragma: no cover
+    await connection.run_sync(index.index_tail_if_long)
 
 
 async def delete_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> bool:
@@ -154,9 +134,6 @@ async def prune(connection: AsyncConnection) -> int:
     """Delete every entry whose relevance, as binary32, is below 0.05; return how many."""
     result = await connection.execute(delete(entries).where(entries.c.relevance < PRUNE_THRESHOLD))
     return int(result.rowcount)
-
-
-# --- reading ---------------------------------------------------------------
 
 
 async def count(connection: AsyncConnection) -> int:
@@ -222,6 +199,13 @@ async def summarise(connection: AsyncConnection) -> Summary:
     return Summary(sum(by_category.values()), by_category, histogram)
 
 
+async def top_candidates(
+    connection: AsyncConnection, query: ParsedQuery, limit: int
+) -> list[search.Candidate]:
+    """The best ``limit`` entries for ``query``; see :mod:`loopctl_memory.sql.search`."""
+    return await connection.run_sync(search.top_candidates, query, limit)
+
+
 async def fetch_entries(connection: AsyncConnection, seqs: Sequence[int]) -> list[MemoryEntry]:
     """The entries with these insertion numbers, in the order given."""
     found = await _load(connection, seqs)
@@ -258,74 +242,6 @@ async def _load(
         )
         for row in entry_rows
     }
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """An entry that may be in the top ``limit``: its insertion number and exact score."""
-
-    seq: int
-    score: float
-
-
-async def top_candidates(
-    connection: AsyncConnection, query: ParsedQuery, limit: int
-) -> list[Candidate]:
-    """The best ``limit`` entries for ``query``, exactly as the reference ranks them.
-
-    Why this is exact: an entry either *matches* (a query word occurs in its
-    memory, or a tag contains the query) or it does not. The database returns
-    every matching entry with which words it matched, and Python scores them
-    exactly. An entry that does not match scores its stored ``baseline_score``,
-    so the best non-matching entries are the first rows of the index on
-    (baseline_score DESC, seq): reading ``limit`` + (number matched) rows of it
-    is enough to find ``limit`` that do not match. Merging both and sorting by
-    (score desc, seq) is the reference's stable sort.
-    """
-    if limit == 0:
-        return []
-    matched = await _matching(connection, query)
-    scored = [
-        Candidate(seq, score(relevance, hits, query.word_count, tagged))
-        for seq, (relevance, hits, tagged) in matched.items()
-    ]
-    best_baselines = await _best_baselines(connection, min(limit + len(matched), _MAX_ROWS))
-    scored.extend(Candidate(seq, base) for seq, base in best_baselines if seq not in matched)
-    scored.sort(key=lambda candidate: (-candidate.score, candidate.seq))
-    return scored[:limit]
-
-
-async def _matching(
-    connection: AsyncConnection, query: ParsedQuery
-) -> dict[int, tuple[float, int, bool]]:
-    """Every entry a query word or the tag test touches: seq -> (relevance, matches, tagged)."""
-    found: dict[int, tuple[float, int, bool]] = {}
-    for start in range(0, len(query.words), _WORDS_PER_STATEMENT):
-        words = query.words[start : start + _WORDS_PER_STATEMENT]
-        weights = query.weights[start : start + _WORDS_PER_STATEMENT]
-        hits = [contains(entries.c.memory_lower, word) for word in words]
-        statement = select(entries.c.seq, entries.c.relevance, *hits).where(or_(*hits))
-        for seq, relevance, *flags in await connection.execute(statement):
-            matches = sum(weight for weight, hit in zip(weights, flags, strict=True) if hit)
-            _, before, _ = found.get(seq, (relevance, 0, False))
-            found[seq] = (relevance, before + matches, False)
-    tagged = select(entries.c.seq, entries.c.relevance).where(
-        entries.c.seq.in_(select(tags.c.entry_seq).where(contains(tags.c.tag_lower, query.text)))
-    )
-    for seq, relevance in await connection.execute(tagged):
-        _, matches, _ = found.get(seq, (relevance, 0, False))
-        found[seq] = (relevance, matches, True)
-    return found
-
-
-async def _best_baselines(connection: AsyncConnection, rows: int) -> list[tuple[int, float]]:
-    """The first ``rows`` entries by (baseline_score desc, seq): an index range scan."""
-    result = await connection.execute(
-        select(entries.c.seq, entries.c.baseline_score)
-        .order_by(entries.c.baseline_score.desc(), entries.c.seq)
-        .limit(rows)
-    )
-    return [(seq, base) for seq, base in result]
 
 
 def _chunks(items: Sequence[int], size: int) -> Iterable[Sequence[int]]:

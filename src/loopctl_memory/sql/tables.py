@@ -13,6 +13,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -49,19 +50,14 @@ entries = Table(
     Column("memory", Text(), nullable=False),
     Column("memory_lower", Text(), nullable=False, comment="Python str.lower() of memory"),
     Column("relevance", Double(), nullable=False),
-    Column(
-        "baseline_score",
-        Double(),
-        nullable=False,
-        comment="binary32 reference score when nothing in the query matches",
-    ),
     Column("created_at_us", BigInteger(), nullable=False, comment="microseconds since epoch, UTC"),
     Column("access_count", BigInteger(), nullable=False),
     Column("validated", Boolean(), nullable=False),
     CheckConstraint(f"category IN ({_CATEGORIES})", name="category"),
     CheckConstraint("relevance >= 0 AND relevance <= 1", name="relevance"),
 )
-Index("ix_entries_baseline_score_seq", entries.c.baseline_score.desc(), entries.c.seq)
+# Retrieval walks entries best relevance first, ties in insertion order.
+Index("ix_entries_relevance_seq", entries.c.relevance.desc(), entries.c.seq)
 
 tags = Table(
     "tags",
@@ -98,3 +94,53 @@ def _contains_sqlite(element: contains, compiler: SQLCompiler, **kw: Any) -> str
 @compiles(contains, "postgresql")
 def _contains_postgresql(element: contains, compiler: SQLCompiler, **kw: Any) -> str:
     return f"(strpos({compiler.process(element.clauses, **kw)}) > 0)"
+
+
+# --- the token index (see loopctl_memory.sql.index) ---------------------------
+
+index_state = Table(
+    "index_state",
+    metadata,
+    Column("id", Integer(), primary_key=True, autoincrement=False),
+    Column(
+        "indexed_through",
+        BigInteger(),
+        nullable=False,
+        comment="every entry with seq <= this is in the postings",
+    ),
+    CheckConstraint("id = 1", name="single_row"),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", _Seq, primary_key=True, autoincrement=True),
+    Column("token", Text(), nullable=False, unique=True, comment="lowercase, no whitespace"),
+    Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
+)
+
+postings = Table(
+    "postings",
+    metadata,
+    Column("token_id", _Seq, ForeignKey(tokens.c.id), primary_key=True),
+    Column("block", BigInteger(), primary_key=True, autoincrement=False),
+    Column("seqs", LargeBinary(), nullable=False, comment="sorted int64 seqs, little-endian"),
+    sqlite_with_rowid=False,
+)
+
+tag_values = Table(
+    "tag_values",
+    metadata,
+    Column("id", _Seq, primary_key=True, autoincrement=True),
+    Column("value", Text(), nullable=False, unique=True, comment="a whole lowercase tag"),
+    Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
+)
+
+tag_postings = Table(
+    "tag_postings",
+    metadata,
+    Column("value_id", _Seq, ForeignKey(tag_values.c.id), primary_key=True),
+    Column("block", BigInteger(), primary_key=True, autoincrement=False),
+    Column("seqs", LargeBinary(), nullable=False, comment="sorted int64 seqs, little-endian"),
+    sqlite_with_rowid=False,
+)

@@ -1,0 +1,182 @@
+"""The token index: which entries hold which tokens, so retrieval reads candidates, not the table.
+
+A query word never contains whitespace, so it occurs in a memory exactly when
+it occurs inside one of the memory's lowercase whitespace-separated *tokens*.
+The vocabulary of distinct tokens is small, so a substring scan of it is cheap,
+and the postings of the tokens that contain a word name every entry that
+contains the word. Whole lowercase tags are indexed the same way, for the tag
+bonus (a tag must contain the whole query).
+
+Entries are indexed in blocks, not one by one: every entry with
+``seq <= indexed_through`` is in the postings, and the newer *tail* is read
+directly. A write that leaves the tail at ``TAIL_LIMIT`` entries or more
+indexes it in the same transaction, so the tail stays small.
+
+Postings of deleted entries stay behind: a candidate is always checked against
+the entries table, so they cost a little space and nothing else. Insertion
+numbers are never reused below the watermark (see ``next_seq``).
+
+These functions take a synchronous connection inside the caller's transaction
+(``AsyncConnection.run_sync``); none of them commits.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Table, func, select, update
+
+from loopctl_memory.scoring import split_whitespace
+from loopctl_memory.sql.tables import (
+    entries,
+    index_state,
+    postings,
+    tag_postings,
+    tag_values,
+    tags,
+    tokens,
+)
+
+_TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
+
+TAIL_LIMIT = 2_000
+"""Entries a write may leave unindexed; retrieval scans at most about this many directly."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Vocabulary:
+    """A vocabulary table (distinct terms) and its postings table."""
+
+    terms: Table
+    term: str
+    postings: Table
+    term_id: str
+
+
+TOKENS = _Vocabulary(tokens, "token", postings, "token_id")
+TAG_VALUES = _Vocabulary(tag_values, "value", tag_postings, "value_id")
+
+
+def watermark(connection: Connection) -> int:
+    """The highest seq whose entry is in the postings (0 before any indexing)."""
+    value = connection.execute(select(index_state.c.indexed_through)).scalar_one_or_none()
+    return int(value or 0)
+
+
+def next_seq(connection: Connection) -> int:
+    """The first free insertion number: above every entry and above the watermark.
+
+    Never reusing a seq at or below the watermark keeps the postings of a
+    deleted entry from ever naming a new one.
+    """
+    top = connection.execute(select(func.max(entries.c.seq))).scalar_one_or_none()
+    return max(int(top or 0), watermark(connection)) + 1
+
+
+def index_tail_if_long(connection: Connection) -> None:
+    """Index the tail if it has reached ``TAIL_LIMIT`` entries (call after a write)."""
+    top = connection.execute(select(func.max(entries.c.seq))).scalar_one_or_none()
+    if top is not None and top - watermark(connection) >= TAIL_LIMIT:
+        index_tail(connection)
+
+
+def index_tail(connection: Connection) -> int:
+    """Add every entry above the watermark to the postings; return how many."""
+    start = watermark(connection)
+    rows = connection.execute(
+        select(entries.c.seq, entries.c.memory_lower)
+        .where(entries.c.seq > start)
+        .order_by(entries.c.seq)
+    ).all()
+    if not rows:
+        return 0
+    block = rows[0].seq
+    by_token: dict[str, list[int]] = {}
+    for seq, text in rows:
+        for token in set(split_whitespace(text)):
+            by_token.setdefault(token, []).append(seq)
+    by_tag: dict[str, list[int]] = {}
+    tag_rows = connection.execute(
+        select(tags.c.entry_seq, tags.c.tag_lower)
+        .where(tags.c.entry_seq > start)
+        .order_by(tags.c.entry_seq)
+    )
+    for seq, value in tag_rows:
+        seqs = by_tag.setdefault(value, [])
+        if not seqs or seqs[-1] != seq:  # an entry may carry the same tag twice
+            seqs.append(seq)
+    _add_postings(connection, TOKENS, block, by_token)
+    _add_postings(connection, TAG_VALUES, block, by_tag)
+    connection.execute(update(index_state).values(indexed_through=rows[-1].seq))
+    return len(rows)
+
+
+def _add_postings(
+    connection: Connection, vocabulary: _Vocabulary, block: int, by_term: dict[str, list[int]]
+) -> None:
+    if not by_term:
+        return
+    table = vocabulary.terms.name
+    counts = [(term, len(seqs)) for term, seqs in by_term.items()]
+    # Upsert (SQLite >= 3.24 and PostgreSQL): new terms get an id, known ones a larger count.
+    term = vocabulary.term
+    connection.exec_driver_sql(
+        f"INSERT INTO {table} ({term}, entries) VALUES (?, ?) "  # noqa: S608
+        f"ON CONFLICT ({term}) DO UPDATE SET entries = {table}.entries + excluded.entries",
+        counts,
+    )
+    # Bound parameters, not json_each: terms may hold NUL, which SQLite's JSON cuts short.
+    column = vocabulary.terms.c[vocabulary.term]
+    known = list(by_term)
+    ids: dict[str, int] = {}
+    for start in range(0, len(known), _TERMS_PER_LOOKUP):
+        chunk = known[start : start + _TERMS_PER_LOOKUP]
+        found = connection.execute(select(column, vocabulary.terms.c.id).where(column.in_(chunk)))
+        ids.update((text, term_id) for text, term_id in found)
+    connection.execute(
+        vocabulary.postings.insert(),
+        [
+            {vocabulary.term_id: ids[term], "block": block, "seqs": pack(seqs)}
+            for term, seqs in by_term.items()
+        ],
+    )
+
+
+def pack(seqs: Sequence[int]) -> bytes:
+    """Sorted seqs as little-endian int64s."""
+    packed = array("q", seqs)
+    if sys.byteorder != "little":  # pragma: no cover - every platform we run on is little-endian
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def unpack(blob: bytes) -> array[int]:
+    """The seqs of one postings row."""
+    seqs = array("q")
+    seqs.frombytes(blob)
+    if sys.byteorder != "little":  # pragma: no cover
+        seqs.byteswap()
+    return seqs
+
+
+def entries_with_terms(
+    connection: Connection, vocabulary: _Vocabulary, term_ids: Iterable[int]
+) -> set[int]:
+    """Every indexed seq (deleted ones included) whose postings name one of these terms."""
+    found: set[int] = set()
+    ids = list(term_ids)
+    if not ids:
+        return found
+    term_id = vocabulary.postings.c[vocabulary.term_id]
+    blobs = connection.execute(
+        select(vocabulary.postings.c.seqs).where(
+            term_id.in_(select(func.json_each(json.dumps(ids)).table_valued("value")))
+        )
+    )
+    for (blob,) in blobs:
+        found.update(unpack(blob))
+    return found

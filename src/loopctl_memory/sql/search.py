@@ -1,0 +1,295 @@
+"""Retrieval: the best ``limit`` entries, exactly as the reference ranks them, reading few rows.
+
+The reference score is ``0.5·relevance + 0.4·matches/words + 0.3·tag + 0.1``,
+so an entry's best possible score is bounded by its relevance and by which
+query words *could* occur in it. The search uses that in three steps:
+
+1. **Classify** each query word by how many indexed entries can contain it
+   (the token vocabulary knows). A *selective* word is rare: its postings are
+   read. A *dense* word is common: it is never enumerated.
+2. **Check** the entries the postings name (and, when few entries have a tag
+   containing the query, those), plus the unindexed tail: the database tests
+   every word on them and Python scores them exactly.
+3. **Walk** everything else by relevance, best first, testing the words in the
+   database and scoring exactly, until no remaining entry can reach the
+   ``limit``-th score. An unchecked entry contains no selective word, so its
+   score is at most ``score(relevance, dense words, ...)``; with no dense word
+   the walk ends after about ``limit`` rows.
+
+Ties are exact: candidates are ranked by (score desc, seq asc), the reference's
+stable order, and the walk stops only when the remaining rows can neither beat
+the ``limit``-th candidate nor tie it with a smaller seq.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    case,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    union_all,
+)
+from sqlalchemy.sql import Select
+
+from loopctl_memory.scoring import ParsedQuery, score
+from loopctl_memory.sql import index
+from loopctl_memory.sql.tables import contains, entries, tag_values, tags, tokens
+
+SELECTIVE_MAX = 20_000
+"""A word (or the tag test) that can match at most this many entries is enumerated."""
+
+_WORDS_PER_TERM = 60  # SQLite's parser limits expression depth to 1000
+FIRST_CHUNK = 256
+"""Rows the first step of the walk reads (more for a larger limit)."""
+_MAX_CHUNK = 16_384
+_MAX_SEQ = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """An entry that may be in the top ``limit``: its insertion number and exact score."""
+
+    seq: int
+    score: float
+
+
+@dataclass(slots=True)
+class SearchStats:
+    """How much of the table one search read (for tests and benchmarks)."""
+
+    checked: int = 0
+    walked: int = 0
+
+
+class _Best:
+    """The best ``limit`` candidates so far, by (score desc, seq asc)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._heap: list[tuple[float, int]] = []  # (score, -seq): the root is the worst kept
+
+    def offer(self, value: float, seq: int) -> None:
+        item = (value, -seq)
+        if len(self._heap) < self._limit:
+            heapq.heappush(self._heap, item)
+        elif item > self._heap[0]:
+            heapq.heapreplace(self._heap, item)
+
+    @property
+    def full(self) -> bool:
+        return len(self._heap) >= self._limit
+
+    def worst(self) -> tuple[float, int]:
+        """The ``limit``-th candidate: (score, seq)."""
+        value, negative_seq = self._heap[0]
+        return value, -negative_seq
+
+    def result(self) -> list[Candidate]:
+        ranked = sorted(self._heap, reverse=True)
+        return [Candidate(-negative_seq, value) for value, negative_seq in ranked]
+
+
+def top_candidates(
+    connection: Connection, query: ParsedQuery, limit: int, stats: SearchStats | None = None
+) -> list[Candidate]:
+    """The best ``limit`` entries for ``query``, ranked exactly as the reference ranks them."""
+    stats = stats if stats is not None else SearchStats()
+    if limit == 0:
+        return []
+    best = _Best(limit)
+    scores: dict[tuple[float, int, bool], float] = {}
+
+    def exact(relevance: float, matches: int, tagged: bool) -> float:
+        key = (relevance, matches, tagged)
+        found = scores.get(key)
+        if found is None:
+            found = scores[key] = score(relevance, matches, query.word_count, tagged)
+        return found
+
+    selective_tokens, dense_weight = _classify_words(connection, query)
+    tag_value_ids, tag_dense = _classify_tag(connection, query.text)
+    candidates = index.entries_with_terms(connection, index.TOKENS, selective_tokens)
+    candidates |= index.entries_with_terms(connection, index.TAG_VALUES, tag_value_ids)
+    checked: set[int] = set()
+    for seq, relevance, matches, tagged in _check(connection, query, candidates):
+        checked.add(seq)
+        best.offer(exact(relevance, matches, tagged), seq)
+    stats.checked += len(checked)
+
+    # Unchecked entries hold no selective word and, unless the tag test is dense, no tag bonus.
+    bound_matches, bound_tag = dense_weight, tag_dense
+    test_words = dense_weight > 0
+    cursor: tuple[float, int] | None = None
+    chunk = min(max(FIRST_CHUNK, 4 * limit), _MAX_CHUNK)
+    while True:
+        rows = _next_rows(
+            connection, query, cursor, chunk, test_words=test_words, test_tag=tag_dense
+        )
+        stats.walked += len(rows)
+        for seq, relevance, matches, tagged in rows:
+            if seq not in checked:
+                best.offer(exact(relevance, matches, tagged), seq)
+        if len(rows) < chunk:
+            return best.result()  # the table is exhausted
+        last_relevance, last_seq = rows[-1][1], rows[-1][0]
+        cursor = (last_relevance, last_seq)
+        if best.full:
+            kth_score, kth_seq = best.worst()
+            # Rows left with the same relevance come after last_seq: they lose any tie.
+            same_done = exact(last_relevance, bound_matches, bound_tag) < kth_score or (
+                exact(last_relevance, bound_matches, bound_tag) == kth_score and last_seq >= kth_seq
+            )
+            below = _next_relevance_below(connection, last_relevance)
+            if same_done:
+                if below is None or exact(below, bound_matches, bound_tag) < kth_score:
+                    return best.result()
+                cursor = (last_relevance, _MAX_SEQ)
+        chunk = min(2 * chunk, _MAX_CHUNK)
+
+
+def _classify_words(connection: Connection, query: ParsedQuery) -> tuple[list[int], int]:
+    """Token ids of the selective words, and the total weight of the dense words."""
+    selective: list[str] = []
+    dense_weight = 0
+    for words, weights in _word_groups(query.words, query.weights):
+        estimates = connection.execute(
+            select(
+                *(
+                    func.coalesce(
+                        func.sum(tokens.c.entries).filter(contains(tokens.c.token, word)), 0
+                    )
+                    for word in words
+                )
+            )
+        ).one()
+        for word, weight, estimate in zip(words, weights, estimates, strict=True):
+            if estimate > SELECTIVE_MAX:
+                dense_weight += weight
+            else:
+                selective.append(word)
+    token_ids: list[int] = []
+    for words, _ in _word_groups(tuple(selective), (1,) * len(selective)):
+        token_ids.extend(
+            connection.execute(
+                select(tokens.c.id).where(or_(*(contains(tokens.c.token, w) for w in words)))
+            ).scalars()
+        )
+    return token_ids, dense_weight
+
+
+def _classify_tag(connection: Connection, text: str) -> tuple[list[int], bool]:
+    """Ids of the tag values that contain the query, or (nothing, True) if there are too many."""
+    rows = connection.execute(
+        select(tag_values.c.id, tag_values.c.entries).where(contains(tag_values.c.value, text))
+    ).all()
+    if sum(row.entries for row in rows) > SELECTIVE_MAX:
+        return [], True
+    return [row.id for row in rows], False
+
+
+def _word_groups(
+    words: Sequence[str], weights: Sequence[int]
+) -> Iterable[tuple[Sequence[str], Sequence[int]]]:
+    for start in range(0, len(words), _WORDS_PER_TERM):
+        end = start + _WORDS_PER_TERM
+        yield words[start:end], weights[start:end]
+
+
+def _matches_column(query: ParsedQuery) -> list[ColumnElement[Any]]:
+    """Columns whose sum is the weighted number of query words found in the memory."""
+    columns: list[ColumnElement[Any]] = []
+    for words, weights in _word_groups(query.words, query.weights):
+        terms = [
+            case((contains(entries.c.memory_lower, word), weight), else_=0)
+            for word, weight in zip(words, weights, strict=True)
+        ]
+        total: ColumnElement[Any] = terms[0]
+        for term in terms[1:]:
+            total = total + term
+        columns.append(total)
+    return columns or [literal(0)]
+
+
+def _tagged_column(text: str) -> ColumnElement[Any]:
+    return exists().where(tags.c.entry_seq == entries.c.seq, contains(tags.c.tag_lower, text))
+
+
+def _scored_rows(
+    connection: Connection, statement: Select[Any]
+) -> list[tuple[int, float, int, bool]]:
+    return [(row[0], row[1], sum(row[3:]), bool(row[2])) for row in connection.execute(statement)]
+
+
+def _check(
+    connection: Connection, query: ParsedQuery, seqs: set[int]
+) -> list[tuple[int, float, int, bool]]:
+    """(seq, relevance, matches, tagged) of these entries and of the whole unindexed tail."""
+    columns = (
+        entries.c.seq,
+        entries.c.relevance,
+        _tagged_column(query.text),
+        *_matches_column(query),
+    )
+    tail = select(*columns).where(entries.c.seq > index.watermark(connection))
+    if not seqs:
+        return _scored_rows(connection, tail)
+    named = select(*columns).where(
+        entries.c.seq.in_(select(func.json_each(json.dumps(sorted(seqs))).table_valued("value")))
+    )
+    return _scored_rows(connection, union_all(named, tail))  # type: ignore[arg-type]
+
+
+def _next_rows(
+    connection: Connection,
+    query: ParsedQuery,
+    cursor: tuple[float, int] | None,
+    count: int,
+    *,
+    test_words: bool,
+    test_tag: bool,
+) -> list[tuple[int, float, int, bool]]:
+    """The next ``count`` entries in (relevance desc, seq asc) order after ``cursor``."""
+    columns = (
+        entries.c.seq,
+        entries.c.relevance,
+        _tagged_column(query.text) if test_tag else literal(False),
+        *(_matches_column(query) if test_words else [literal(0)]),
+    )
+    order = (entries.c.relevance.desc(), entries.c.seq)
+    if cursor is None:
+        return _scored_rows(connection, select(*columns).order_by(*order).limit(count))
+    relevance, seq = cursor
+    rows = _scored_rows(
+        connection,
+        select(*columns)
+        .where(entries.c.relevance == relevance, entries.c.seq > seq)
+        .order_by(entries.c.seq)
+        .limit(count),
+    )
+    if len(rows) < count:
+        rows += _scored_rows(
+            connection,
+            select(*columns)
+            .where(entries.c.relevance < relevance)
+            .order_by(*order)
+            .limit(count - len(rows)),
+        )
+    return rows
+
+
+def _next_relevance_below(connection: Connection, relevance: float) -> float | None:
+    value = connection.execute(
+        select(func.max(entries.c.relevance)).where(entries.c.relevance < relevance)
+    ).scalar_one_or_none()
+    return None if value is None else float(value)
