@@ -28,7 +28,16 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         assert migrate.head() == await store.schema_revision()
         async with store.engine.connect() as connection:
             tables = await connection.run_sync(lambda c: set(inspect(c).get_table_names()))
-    assert {"alembic_version", "entries", "tags"} == tables
+    assert {
+        "alembic_version",
+        "entries",
+        "tags",
+        "index_state",
+        "tokens",
+        "postings",
+        "tag_values",
+        "tag_postings",
+    } == tables
 
 
 @pytest.mark.parametrize("kind", TARGETS)

@@ -43,7 +43,7 @@ from loopctl_memory.sql.tables import (
 
 _TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
 
-TAIL_LIMIT = 2_000
+TAIL_LIMIT = 10_000
 """Entries a write may leave unindexed; retrieval scans at most about this many directly."""
 
 
@@ -137,12 +137,10 @@ def _add_postings(
         chunk = known[start : start + _TERMS_PER_LOOKUP]
         found = connection.execute(select(column, vocabulary.terms.c.id).where(column.in_(chunk)))
         ids.update((text, term_id) for text, term_id in found)
-    connection.execute(
-        vocabulary.postings.insert(),
-        [
-            {vocabulary.term_id: ids[term], "block": block, "seqs": pack(seqs)}
-            for term, seqs in by_term.items()
-        ],
+    connection.exec_driver_sql(
+        f"INSERT INTO {vocabulary.postings.name} ({vocabulary.term_id}, block, seqs) "  # noqa: S608
+        "VALUES (?, ?, ?)",
+        [(ids[term], block, pack(seqs)) for term, seqs in by_term.items()],
     )
 
 

@@ -117,12 +117,14 @@ def top_candidates(
             found = scores[key] = score(relevance, matches, query.word_count, tagged)
         return found
 
-    selective_tokens, dense_weight = _classify_words(connection, query)
+    selective_words, selective_tokens, dense_weight = _classify_words(connection, query)
     tag_value_ids, tag_dense = _classify_tag(connection, query.text)
     candidates = index.entries_with_terms(connection, index.TOKENS, selective_tokens)
     candidates |= index.entries_with_terms(connection, index.TAG_VALUES, tag_value_ids)
     checked: set[int] = set()
-    for seq, relevance, matches, tagged in _check(connection, query, candidates):
+    for seq, relevance, matches, tagged in _check(
+        connection, query, candidates, selective_words, tag_dense
+    ):
         checked.add(seq)
         best.offer(exact(relevance, matches, tagged), seq)
     stats.checked += len(checked)
@@ -158,8 +160,8 @@ def top_candidates(
         chunk = min(2 * chunk, _MAX_CHUNK)
 
 
-def _classify_words(connection: Connection, query: ParsedQuery) -> tuple[list[int], int]:
-    """Token ids of the selective words, and the total weight of the dense words."""
+def _classify_words(connection: Connection, query: ParsedQuery) -> tuple[list[str], list[int], int]:
+    """The selective words, their token ids, and the total weight of the dense words."""
     selective: list[str] = []
     dense_weight = 0
     for words, weights in _word_groups(query.words, query.weights):
@@ -185,7 +187,7 @@ def _classify_words(connection: Connection, query: ParsedQuery) -> tuple[list[in
                 select(tokens.c.id).where(or_(*(contains(tokens.c.token, w) for w in words)))
             ).scalars()
         )
-    return token_ids, dense_weight
+    return selective, token_ids, dense_weight
 
 
 def _classify_tag(connection: Connection, text: str) -> tuple[list[int], bool]:
@@ -232,22 +234,42 @@ def _scored_rows(
 
 
 def _check(
-    connection: Connection, query: ParsedQuery, seqs: set[int]
+    connection: Connection,
+    query: ParsedQuery,
+    seqs: set[int],
+    selective_words: Sequence[str],
+    tag_dense: bool,
 ) -> list[tuple[int, float, int, bool]]:
-    """(seq, relevance, matches, tagged) of these entries and of the whole unindexed tail."""
+    """(seq, relevance, matches, tagged) of these entries and of the tail entries that matter.
+
+    In the unindexed tail, those are the entries that hold a selective word (or,
+    unless the tag test is dense, a tag holding the query); the rest of the tail
+    is like any unchecked entry, and the walk reads it.
+    """
     columns = (
         entries.c.seq,
         entries.c.relevance,
         _tagged_column(query.text),
         *_matches_column(query),
     )
-    tail = select(*columns).where(entries.c.seq > index.watermark(connection))
-    if not seqs:
-        return _scored_rows(connection, tail)
-    named = select(*columns).where(
-        entries.c.seq.in_(select(func.json_each(json.dumps(sorted(seqs))).table_valued("value")))
-    )
-    return _scored_rows(connection, union_all(named, tail))  # type: ignore[arg-type]
+    tail_tests: list[ColumnElement[bool]] = [
+        or_(*(contains(entries.c.memory_lower, word) for word in words))
+        for words, _ in _word_groups(selective_words, (1,) * len(selective_words))
+    ]
+    if not tag_dense:
+        tail_tests.append(_tagged_column(query.text))
+    parts = []
+    if tail_tests:
+        parts.append(
+            select(*columns).where(entries.c.seq > index.watermark(connection), or_(*tail_tests))
+        )
+    if seqs:
+        listed = select(func.json_each(json.dumps(sorted(seqs))).table_valued("value"))
+        parts.append(select(*columns).where(entries.c.seq.in_(listed)))
+    if not parts:
+        return []
+    statement = parts[0] if len(parts) == 1 else union_all(*parts)
+    return _scored_rows(connection, statement)  # type: ignore[arg-type]
 
 
 def _next_rows(
