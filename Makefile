@@ -28,8 +28,12 @@ test: lint ## Lint, type-check and run the whole test suite
 demo: $(STAMP) ## Run the main job end to end on the embedded default
 	$(BIN)/python -m loopctl_memory.demo
 
+BENCH_ARGS ?=
+bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust; writes benchmarks/RESULTS.md (BENCH_ARGS="--sizes 10k,100k,1m")
+	$(BIN)/python -m benchmarks.run --out benchmarks/RESULTS.md $(BENCH_ARGS)
+
 format: $(STAMP) ## Format and auto-fix the code
 	$(BIN)/ruff format src tests benchmarks
 	$(BIN)/ruff check --fix src tests benchmarks
 
-.PHONY: help install lint test demo format
+.PHONY: help install lint test demo bench format

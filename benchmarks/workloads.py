@@ -1,0 +1,195 @@
+"""Deterministic benchmark workloads: memories and queries from a seeded random.Random.
+
+Two workloads, the same shape of entry (8-25 words, 0-2 tags, relevance on a
+0.05 grid, exactly 10% of entries below the pruning threshold):
+
+* ``natural``: word-like synthetic tokens with Zipf frequencies (rank r has
+  weight 1/r) over ~20,000 content words, with the ten short glue words of
+  English ("the", "of", "and", "to", "a", ...) as the ten most frequent ranks.
+  The first word is capitalised and the memory ends with a full stop, so
+  lowercasing matters. Queries are 3-7 words drawn the same way.
+* ``dense``: a vocabulary of 60 short words, drawn uniformly, so every query
+  word occurs in a large share of the entries (the worst case for any index
+  that narrows candidates by word). Queries are 1-5 words; one-word queries
+  also meet tags that contain them.
+
+Everything is a pure function of (workload, size, seed): entries, queries and
+the extra entries used for single-``store`` timing come from independent
+generators, so the same queries are asked at every size, and a child process
+can rebuild the queries without building the entries.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import random
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from loopctl_memory import MemoryCategory, MemoryEntry
+
+WORKLOADS = ("natural", "dense")
+
+GLUE_WORDS = ("the", "of", "and", "to", "a", "in", "is", "for", "on", "with")
+"""Common short words, most frequent first: the top ranks of the natural Zipf law."""
+
+NATURAL_VOCABULARY = 20_000
+DENSE_VOCABULARY = 60
+MIN_WORDS, MAX_WORDS = 8, 25
+PRUNABLE_SHARE = 10  # percent of entries with relevance < 0.05
+CREATED_BASE = datetime(2025, 1, 1, tzinfo=UTC)
+_CATEGORIES = tuple(MemoryCategory)
+
+_ONSETS = (
+    "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
+    "br", "ch", "cl", "dr", "fl", "gr", "pl", "pr", "sh", "sl", "st", "th", "tr", "",
+)  # fmt: skip
+_VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o", "ai", "ea", "ou", "io", "y")
+_CODAS = ("", "", "", "", "n", "r", "s", "t", "l", "m", "ck", "nd", "st", "ng")
+
+
+def _word(rng: random.Random, syllables: int) -> str:
+    return "".join(
+        rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(syllables)
+    )
+
+
+def vocabulary(size: int, seed: int, syllables: Sequence[int] = (1, 2, 2, 3, 3, 4)) -> list[str]:
+    """``size`` distinct word-like tokens, shortest first (short words are the frequent ones)."""
+    rng = random.Random(f"vocabulary-{size}-{seed}")
+    words: dict[str, None] = {}
+    reserved = set(GLUE_WORDS)
+    while len(words) < size:
+        word = _word(rng, rng.choice(syllables))
+        if len(word) >= 2 and word not in reserved:
+            words[word] = None
+    return sorted(words, key=len)  # stable: generation order within a length
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """A way to draw words: a population and cumulative weights (None: uniform)."""
+
+    population: list[str]
+    cum_weights: list[float] | None
+
+    def draw(self, rng: random.Random, count: int) -> list[str]:
+        if self.cum_weights is None:
+            return [self.population[rng.randrange(len(self.population))] for _ in range(count)]
+        return rng.choices(self.population, cum_weights=self.cum_weights, k=count)
+
+    def rank_of_share(self, share: float) -> int:
+        """How many top-ranked words make up ``share`` of all draws."""
+        if self.cum_weights is None:
+            return round(share * len(self.population))
+        return bisect.bisect_left(self.cum_weights, share * self.cum_weights[-1]) + 1
+
+
+def _zipf(population: list[str], exponent: float = 1.0) -> _Words:
+    weights = (1.0 / rank**exponent for rank in range(1, len(population) + 1))
+    return _Words(population, list(itertools.accumulate(weights)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """How one workload draws text, tags and queries."""
+
+    text: _Words
+    tags: _Words
+    query_words: tuple[int, int]
+    capitalise: bool
+
+
+def _natural(seed: int) -> _Shape:
+    content = vocabulary(NATURAL_VOCABULARY, seed)
+    return _Shape(
+        text=_zipf([*GLUE_WORDS, *content]),
+        tags=_zipf(content),
+        query_words=(3, 7),
+        capitalise=True,
+    )
+
+
+def _dense(seed: int) -> _Shape:
+    words = vocabulary(DENSE_VOCABULARY, seed, syllables=(1, 1, 2))
+    uniform = _Words(words, None)
+    return _Shape(text=uniform, tags=uniform, query_words=(1, 5), capitalise=False)
+
+
+_SHAPES: dict[str, Callable[[int], _Shape]] = {"natural": _natural, "dense": _dense}
+
+
+def _shape(workload: str, seed: int) -> _Shape:
+    try:
+        return _SHAPES[workload](seed)
+    except KeyError:
+        raise ValueError(f"unknown workload {workload!r}; expected one of {WORKLOADS}") from None
+
+
+def _sentence(rng: random.Random, shape: _Shape, count: int) -> str:
+    words = shape.text.draw(rng, count)
+    if shape.capitalise:
+        return " ".join(words).capitalize() + "."
+    return " ".join(words)
+
+
+def _entries(shape: _Shape, rng: random.Random, count: int, first_index: int) -> list[MemoryEntry]:
+    prunable = set(rng.sample(range(count), count * PRUNABLE_SHARE // 100))
+    made = []
+    for index in range(count):
+        if index in prunable:
+            relevance = rng.choice((0.0, 0.02))
+        else:
+            relevance = round(rng.randint(1, 20) * 0.05, 2)
+        made.append(
+            MemoryEntry(
+                rng.choice(_CATEGORIES),
+                _sentence(rng, shape, rng.randint(MIN_WORDS, MAX_WORDS)),
+                tags=shape.tags.draw(rng, rng.randint(0, 2)),
+                relevance=relevance,
+                id=uuid.UUID(int=rng.getrandbits(128), version=4),
+                created_at=CREATED_BASE + timedelta(microseconds=first_index + index),
+                access_count=rng.randrange(4),
+                validated=rng.random() < 0.25,
+            )
+        )
+    return made
+
+
+def entries(workload: str, size: int, seed: int = 1) -> list[MemoryEntry]:
+    """The ``size`` entries of ``workload``, in insertion order."""
+    rng = random.Random(f"entries-{workload}-{size}-{seed}")
+    return _entries(_shape(workload, seed), rng, size, first_index=0)
+
+
+def extra_entries(workload: str, size: int, count: int, seed: int = 1) -> list[MemoryEntry]:
+    """``count`` more entries like those of ``workload``, to store one at a time."""
+    rng = random.Random(f"extra-{workload}-{size}-{seed}")
+    return _entries(_shape(workload, seed), rng, count, first_index=size)
+
+
+def queries(workload: str, count: int, seed: int = 1) -> list[str]:
+    """``count`` queries for ``workload``; the same ones at every size."""
+    shape = _shape(workload, seed)
+    rng = random.Random(f"queries-{workload}-{seed}")
+    low, high = shape.query_words
+    return [_sentence(rng, shape, rng.randint(low, high)).rstrip(".") for _ in range(count)]
+
+
+def describe(workload: str, seed: int = 1) -> str:
+    """One line on the workload's vocabulary, for the report."""
+    shape = _shape(workload, seed)
+    if workload == "natural":
+        half = shape.text.rank_of_share(0.5)
+        return (
+            f"natural: {len(shape.text.population):,} words, Zipf (1/rank), glue words "
+            f"{', '.join(GLUE_WORDS)} first; the top {half:,} words are half of all text; "
+            f"{MIN_WORDS}-{MAX_WORDS} words an entry, 0-2 tags, 3-7-word queries"
+        )
+    return (
+        f"dense: {len(shape.text.population)} short words, uniform; "
+        f"{MIN_WORDS}-{MAX_WORDS} words an entry, 0-2 tags, 1-5-word queries"
+    )
