@@ -88,6 +88,8 @@ def create_engine(target: Target, *, busy_timeout: float, echo: bool = False) ->
     options: dict[str, Any] = {"echo": echo}
     if target.is_sqlite:
         options["connect_args"] = {"timeout": busy_timeout, "check_same_thread": False}
+        # Every unit of work ends in COMMIT or ROLLBACK, so the pool's reset is a wasted round trip.
+        options["pool_reset_on_return"] = None
         if target.is_memory:
             options["poolclass"] = StaticPool
     engine = create_async_engine(target.url, **options)

@@ -14,7 +14,7 @@ indexes it in the same transaction, so the tail stays small.
 
 Postings of deleted entries stay behind: a candidate is always checked against
 the entries table, so they cost a little space and nothing else. Insertion
-numbers are never reused below the watermark (see ``next_seq``).
+numbers are never reused below the watermark (see ``write_position``).
 
 These functions take a synchronous connection inside the caller's transaction
 (``AsyncConnection.run_sync``); none of them commits.
@@ -67,21 +67,29 @@ def watermark(connection: Connection) -> int:
     return int(value or 0)
 
 
-def next_seq(connection: Connection) -> int:
-    """The first free insertion number: above every entry and above the watermark.
+@dataclass(frozen=True, slots=True)
+class WritePosition:
+    """Where the next write goes: the first free seq, and the watermark."""
+
+    next_seq: int
+    indexed_through: int
+
+    def tail_after(self, written: int) -> int:
+        """How many entries are unindexed once ``written`` more are stored."""
+        return self.next_seq + written - 1 - self.indexed_through
+
+
+def write_position(connection: Connection) -> WritePosition:
+    """Read the first free insertion number (above every entry and the watermark) in one query.
 
     Never reusing a seq at or below the watermark keeps the postings of a
     deleted entry from ever naming a new one.
     """
-    top = connection.execute(select(func.max(entries.c.seq))).scalar_one_or_none()
-    return max(int(top or 0), watermark(connection)) + 1
-
-
-def index_tail_if_long(connection: Connection) -> None:
-    """Index the tail if it has reached ``TAIL_LIMIT`` entries (call after a write)."""
-    top = connection.execute(select(func.max(entries.c.seq))).scalar_one_or_none()
-    if top is not None and top - watermark(connection) >= TAIL_LIMIT:
-        index_tail(connection)
+    top, mark = connection.execute(
+        select(func.max(entries.c.seq), select(index_state.c.indexed_through).scalar_subquery())
+    ).one()
+    mark = int(mark or 0)
+    return WritePosition(max(int(top or 0), mark) + 1, mark)
 
 
 def index_tail(connection: Connection) -> int:

@@ -115,13 +115,14 @@ async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntr
     if len({entry.id for entry in batch}) != len(batch):
         raise DuplicateEntryError("the batch holds two entries with the same id")
     dialect = connection.dialect
-    first_seq = await connection.run_sync(index.next_seq)
+    position = await connection.run_sync(index.write_position)
     entry_sql, tag_sql = _insert_sql(dialect.paramstyle)
-    entry_rows, tag_rows = _rows(batch, first_seq, native=dialect.name != "sqlite")
+    entry_rows, tag_rows = _rows(batch, position.next_seq, native=dialect.name != "sqlite")
     await connection.exec_driver_sql(entry_sql, entry_rows)
     if tag_rows:
         await connection.exec_driver_sql(tag_sql, tag_rows)
-    await connection.run_sync(index.index_tail_if_long)
+    if position.tail_after(len(batch)) >= index.TAIL_LIMIT:
+        await connection.run_sync(index.index_tail)
 
 
 async def delete_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> bool:
