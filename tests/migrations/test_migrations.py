@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import itertools
+import random
 import sqlite3
 from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect
 
-from loopctl_memory import MemoryCategory, MemoryEntry, SchemaError, migrate, open_store
+from loopctl_memory import (
+    InMemoryStore,
+    MemoryCategory,
+    MemoryEntry,
+    SchemaError,
+    migrate,
+    open_store,
+)
 
 TARGETS = [":memory:", "file"]
 
@@ -115,20 +123,39 @@ async def test_a_database_with_foreign_tables_is_refused_and_left_untouched(tmp_
 
 
 async def test_an_older_database_is_upgraded_with_its_data(tmp_path):
-    """Open at head, step back to the previous revision (keeping rows when it has
-    the entries table), reopen: the data is still there at head."""
-    revisions = migrate.history()
+    """Downgrade a filled store to 0001, reopen: every entry is intact at head, the
+    token index is rebuilt, and retrieval answers exactly as the reference."""
+    rng = random.Random(1)
+    words = ["cache", "retry", "glob", "edit", "the", "a", "straße", "ΣΟΦΙΑ"]
+    stored = [
+        MemoryEntry(
+            MemoryCategory.FACT,
+            " ".join(rng.choices(words, k=rng.randint(1, 8))),
+            tags=rng.sample(words, k=rng.randint(0, 2)),
+            relevance=rng.randrange(21) * 0.05,
+        )
+        for _ in range(2_500)
+    ]
     path = _sqlite_file(tmp_path)
-    entry = MemoryEntry(MemoryCategory.STRATEGY, "survives upgrades", tags=["a", "b"])
     async with open_store(path) as store:
-        await store.store(entry)
-        if len(revisions) < 2:
-            pytest.skip("only one revision so far: nothing older to upgrade from")
+        await store.store_many(stored)
         async with store.engine.connect() as connection:
-            await connection.run_sync(migrate.upgrade_to, revisions[-2].revision)
+            await connection.run_sync(migrate.upgrade_to, "0001")
+    with sqlite3.connect(path) as raw:
+        assert [("0001",)] == raw.execute("SELECT version_num FROM alembic_version").fetchall()
+    raw.close()
+
+    reference = InMemoryStore(stored)
     async with open_store(path) as store:
         assert migrate.head() == await store.schema_revision()
-        assert entry == await store.get(entry.id)
+        assert len(stored) == await store.count()
+        for entry in stored[::250]:
+            assert entry == await store.get(entry.id)
+        for query in ["cache retry", "straße", "σοφια glob", "the a", "", "e"]:
+            expected = [e.id for e in await reference.retrieve(query, 7)]
+            assert expected == [e.id for e in await store.retrieve(query, 7)], query
+        async with store.engine.connect() as connection:
+            await connection.run_sync(migrate.check)
 
 
 def test_history_lists_every_revision_oldest_first():
