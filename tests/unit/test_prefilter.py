@@ -44,7 +44,7 @@ async def test_a_selective_query_reads_only_its_candidates(tmp_path):
         results = await store.retrieve(query, 5)
         read = search.SearchStats()
         async with store.engine.connect() as connection:
-            await connection.run_sync(search.top_candidates, parse_query(query), 5, read)
+            await connection.run_sync(search.top_candidates, parse_query(query), 5, None, read)
 
     expected = await reference.retrieve(query, 5)
     assert [e.id for e in expected] == [e.id for e in results]

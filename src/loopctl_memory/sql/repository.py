@@ -201,10 +201,10 @@ async def summarise(connection: AsyncConnection) -> Summary:
 
 
 async def top_candidates(
-    connection: AsyncConnection, query: ParsedQuery, limit: int
+    connection: AsyncConnection, query: ParsedQuery, limit: int, vocabulary: search.Vocabulary
 ) -> list[search.Candidate]:
     """The best ``limit`` entries for ``query``; see :mod:`loopctl_memory.sql.search`."""
-    return await connection.run_sync(search.top_candidates, query, limit)
+    return await connection.run_sync(search.top_candidates, query, limit, vocabulary)
 
 
 async def fetch_entries(connection: AsyncConnection, seqs: Sequence[int]) -> list[MemoryEntry]:

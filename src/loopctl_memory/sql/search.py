@@ -46,7 +46,7 @@ from loopctl_memory.scoring import ParsedQuery, score
 from loopctl_memory.sql import index
 from loopctl_memory.sql.tables import contains, entries, tag_values, tags, tokens
 
-SELECTIVE_MAX = 20_000
+SELECTIVE_MAX = 5_000
 """A word (or the tag test) that can match at most this many entries is enumerated."""
 
 _WORDS_PER_TERM = 60  # SQLite's parser limits expression depth to 1000
@@ -101,9 +101,18 @@ class _Best:
 
 
 def top_candidates(
-    connection: Connection, query: ParsedQuery, limit: int, stats: SearchStats | None = None
+    connection: Connection,
+    query: ParsedQuery,
+    limit: int,
+    vocabulary: Vocabulary | None = None,
+    stats: SearchStats | None = None,
 ) -> list[Candidate]:
-    """The best ``limit`` entries for ``query``, ranked exactly as the reference ranks them."""
+    """The best ``limit`` entries for ``query``, ranked exactly as the reference ranks them.
+
+    ``vocabulary`` carries what earlier searches learned about words (pass the
+    same one for every search of a store); ``stats`` counts the rows read.
+    """
+    vocabulary = vocabulary if vocabulary is not None else Vocabulary()
     stats = stats if stats is not None else SearchStats()
     if limit == 0:
         return []
@@ -117,7 +126,7 @@ def top_candidates(
             found = scores[key] = score(relevance, matches, query.word_count, tagged)
         return found
 
-    selective_words, selective_tokens, dense_weight = _classify_words(connection, query)
+    selective_words, selective_tokens, dense_weight = _classify_words(connection, query, vocabulary)
     tag_value_ids, tag_dense = _classify_tag(connection, query.text)
     candidates = index.entries_with_terms(connection, index.TOKENS, selective_tokens)
     candidates |= index.entries_with_terms(connection, index.TAG_VALUES, tag_value_ids)
@@ -160,34 +169,112 @@ def top_candidates(
         chunk = min(2 * chunk, _MAX_CHUNK)
 
 
-def _classify_words(connection: Connection, query: ParsedQuery) -> tuple[list[str], list[int], int]:
+@dataclass(slots=True)
+class _Word:
+    scanned_through: int  # the highest token id already tested for this word
+    token_ids: list[int] | None  # None: the word is dense
+
+
+class Vocabulary:
+    """What a store has learned about query words: their tokens, or that they are dense.
+
+    Valid for the life of a database's token table: token ids only ever grow, so
+    new tokens are found by scanning ids above what was seen, and a word's entry
+    count only grows, so a dense word stays dense. Open a new store after
+    rebuilding the schema underneath one.
+    """
+
+    MAX_WORDS = 50_000
+
+    def __init__(self) -> None:
+        self.words: dict[str, _Word] = {}
+
+    def remember(self, word: str, known: _Word) -> None:
+        """Keep what was found about ``word`` (forgetting everything when too many are kept)."""
+        if len(self.words) >= self.MAX_WORDS:
+            self.words.clear()
+        self.words[word] = known
+
+
+def _classify_words(
+    connection: Connection, query: ParsedQuery, vocabulary: Vocabulary
+) -> tuple[list[str], list[int], int]:
     """The selective words, their token ids, and the total weight of the dense words."""
-    selective: list[str] = []
-    dense_weight = 0
-    for words, weights in _word_groups(query.words, query.weights):
+    top_id = int(connection.execute(select(func.coalesce(func.max(tokens.c.id), 0))).scalar_one())
+    new_words = [word for word in query.words if word not in vocabulary.words]
+    for words, _ in _word_groups(new_words, (1,) * len(new_words)):
         estimates = connection.execute(
             select(
                 *(
                     func.coalesce(
-                        func.sum(tokens.c.entries).filter(contains(tokens.c.token, word)), 0
+                        func.sum(tokens.c.entries).filter(
+                            tokens.c.id <= top_id, contains(tokens.c.token, word)
+                        ),
+                        0,
                     )
                     for word in words
                 )
             )
         ).one()
-        for word, weight, estimate in zip(words, weights, estimates, strict=True):
-            if estimate > SELECTIVE_MAX:
-                dense_weight += weight
-            else:
-                selective.append(word)
+        for word, estimate in zip(words, estimates, strict=True):
+            # A selective word's tokens are looked up below, from id 0.
+            dense = estimate > SELECTIVE_MAX
+            vocabulary.remember(word, _Word(top_id if dense else 0, None if dense else []))
+    _find_new_tokens(connection, query.words, vocabulary, top_id)
+    selective: list[str] = []
     token_ids: list[int] = []
-    for words, _ in _word_groups(tuple(selective), (1,) * len(selective)):
-        token_ids.extend(
-            connection.execute(
-                select(tokens.c.id).where(or_(*(contains(tokens.c.token, w) for w in words)))
-            ).scalars()
-        )
+    dense_weight = 0
+    known_ids = {i for w in query.words for i in (vocabulary.words[w].token_ids or ())}
+    counts = _entry_counts(connection, known_ids)
+    for word, weight in zip(query.words, query.weights, strict=True):
+        known = vocabulary.words[word]
+        if known.token_ids is not None and (
+            sum(counts.get(i, 0) for i in known.token_ids) > SELECTIVE_MAX
+        ):
+            known.token_ids = None  # it has grown dense
+        if known.token_ids is None:
+            dense_weight += weight
+        else:
+            selective.append(word)
+            token_ids.extend(known.token_ids)
     return selective, token_ids, dense_weight
+
+
+def _find_new_tokens(
+    connection: Connection, words: Sequence[str], vocabulary: Vocabulary, top_id: int
+) -> None:
+    """Add the tokens with ids up to ``top_id`` not yet tested to each selective word."""
+    pending = [
+        word
+        for word in words
+        if vocabulary.words[word].token_ids is not None
+        and vocabulary.words[word].scanned_through < top_id
+    ]
+    for group, _ in _word_groups(pending, (1,) * len(pending)):
+        since = min(vocabulary.words[word].scanned_through for word in group)
+        found = connection.execute(
+            select(tokens.c.id, *(contains(tokens.c.token, word) for word in group)).where(
+                tokens.c.id > since,
+                tokens.c.id <= top_id,
+                or_(*(contains(tokens.c.token, word) for word in group)),
+            )
+        ).all()
+        for position, word in enumerate(group, start=1):
+            known = vocabulary.words[word]
+            if known.token_ids is None:  # pragma: no cover - pending holds selective words only
+                continue
+            known.token_ids.extend(
+                row[0] for row in found if row[position] and row[0] > known.scanned_through
+            )
+            known.scanned_through = top_id
+
+
+def _entry_counts(connection: Connection, token_ids: set[int]) -> dict[int, int]:
+    if not token_ids:
+        return {}
+    listed = select(func.json_each(json.dumps(sorted(token_ids))).table_valued("value"))
+    rows = connection.execute(select(tokens.c.id, tokens.c.entries).where(tokens.c.id.in_(listed)))
+    return {int(row[0]): int(row[1]) for row in rows}
 
 
 def _classify_tag(connection: Connection, text: str) -> tuple[list[int], bool]:

@@ -26,7 +26,7 @@ from loopctl_memory.entry import (
 )
 from loopctl_memory.errors import InvalidEntryError, StorageError
 from loopctl_memory.scoring import parse_query
-from loopctl_memory.sql import repository
+from loopctl_memory.sql import repository, search
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.engine import (
     WRITE,
@@ -62,6 +62,7 @@ class SqlMemoryStore:
             asyncio.Lock() if target.is_memory else contextlib.nullcontext()
         )
         self._closed = False
+        self._vocabulary = search.Vocabulary()  # what searches learned about words
 
     @classmethod
     async def open(
@@ -135,7 +136,7 @@ class SqlMemoryStore:
         parsed = parse_query(query)
 
         async def work(connection: AsyncConnection) -> list[MemoryEntry]:
-            best = await repository.top_candidates(connection, parsed, limit)
+            best = await repository.top_candidates(connection, parsed, limit, self._vocabulary)
             return await repository.fetch_entries(connection, [c.seq for c in best])
 
         return await self._run("retrieve", work, write=False)
