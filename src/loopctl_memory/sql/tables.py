@@ -111,36 +111,28 @@ index_state = Table(
     CheckConstraint("id = 1", name="single_row"),
 )
 
-tokens = Table(
-    "tokens",
-    metadata,
-    Column("id", _Seq, primary_key=True, autoincrement=True),
-    Column("token", Text(), nullable=False, unique=True, comment="lowercase, no whitespace"),
-    Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
-)
 
-postings = Table(
-    "postings",
-    metadata,
-    Column("token_id", _Seq, ForeignKey(tokens.c.id), primary_key=True),
-    Column("block", BigInteger(), primary_key=True, autoincrement=False),
-    Column("seqs", LargeBinary(), nullable=False, comment="sorted int64 seqs, little-endian"),
-    sqlite_with_rowid=False,
-)
+def _vocabulary(name: str, term: str, what: str, postings_name: str) -> tuple[Table, Table]:
+    """A table of distinct terms and the table of their postings, one row per (term, block)."""
+    terms = Table(
+        name,
+        metadata,
+        Column("id", _Seq, primary_key=True, autoincrement=True),
+        Column(term, Text(), nullable=False, unique=True, comment=what),
+        Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
+    )
+    postings = Table(
+        postings_name,
+        metadata,
+        Column(f"{term}_id", _Seq, ForeignKey(terms.c.id), primary_key=True),
+        Column("block", BigInteger(), primary_key=True, autoincrement=False),
+        Column("seqs", LargeBinary(), nullable=False, comment="sorted int64 seqs, little-endian"),
+        sqlite_with_rowid=False,
+    )
+    return terms, postings
 
-tag_values = Table(
-    "tag_values",
-    metadata,
-    Column("id", _Seq, primary_key=True, autoincrement=True),
-    Column("value", Text(), nullable=False, unique=True, comment="a whole lowercase tag"),
-    Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
-)
 
-tag_postings = Table(
-    "tag_postings",
-    metadata,
-    Column("value_id", _Seq, ForeignKey(tag_values.c.id), primary_key=True),
-    Column("block", BigInteger(), primary_key=True, autoincrement=False),
-    Column("seqs", LargeBinary(), nullable=False, comment="sorted int64 seqs, little-endian"),
-    sqlite_with_rowid=False,
+tokens, postings = _vocabulary("tokens", "token", "lowercase, no whitespace", "postings")
+tag_values, tag_postings = _vocabulary(
+    "tag_values", "value", "a whole lowercase tag", "tag_postings"
 )
