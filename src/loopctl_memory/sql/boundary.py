@@ -29,8 +29,8 @@ def translate_errors(action: str) -> Iterator[None]:
         yield
     except LoopMemoryError:
         raise
-    except sa_exc.IntegrityError as exc:
-        message = str(exc.orig)
+    except (sa_exc.IntegrityError, sqlite3.IntegrityError) as exc:
+        message = str(exc.orig if isinstance(exc, sa_exc.IntegrityError) else exc)
         if any(marker in message for marker in _DUPLICATE_ID_MARKERS):
             raise DuplicateEntryError(f"{action}: an entry with this id is already stored") from exc
         raise StorageError(f"{action}: the database refused the data: {message}") from exc

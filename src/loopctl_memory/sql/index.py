@@ -92,6 +92,15 @@ def write_position(connection: Connection) -> WritePosition:
     return WritePosition(max(int(top or 0), mark) + 1, mark)
 
 
+def shorten_tail(connection: Connection) -> int:
+    """Index the tail if it has reached ``TAIL_LIMIT`` entries; return the watermark after."""
+    position = write_position(connection)
+    if position.tail_after(0) >= TAIL_LIMIT:
+        index_tail(connection)
+        return watermark(connection)
+    return position.indexed_through
+
+
 def index_tail(connection: Connection) -> int:
     """Add every entry above the watermark to the postings; return how many."""
     start = watermark(connection)

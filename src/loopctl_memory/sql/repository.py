@@ -125,6 +125,34 @@ async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntr
         await connection.run_sync(index.index_tail)
 
 
+@functools.cache
+def _insert_one_sql() -> str:
+    # The seq comes from the statement itself (above every entry and the watermark),
+    # so one entry is one round trip; the driver reports it as lastrowid.
+    columns = ", ".join(_ENTRY_FIELDS)
+    values = ", ".join(["?"] * (len(_ENTRY_FIELDS) - 1))
+    next_seq = (
+        "(SELECT max(coalesce(max(seq), 0), "
+        "coalesce((SELECT indexed_through FROM index_state), 0)) + 1 FROM entries)"
+    )
+    return f"INSERT INTO entries ({columns}) VALUES ({next_seq}, {values})"  # noqa: S608
+
+
+async def insert_one_sqlite(driver: Any, entry: MemoryEntry) -> int:
+    """Insert one checked entry on a raw aiosqlite connection inside a transaction; return its seq.
+
+    The single-store fast path: two statements (one without tags), no SQLAlchemy
+    round trips. The caller owns the transaction.
+    """
+    entry_rows, tag_rows = _rows([entry], 0, native=False)
+    cursor = await driver.execute(_insert_one_sql(), entry_rows[0][1:])
+    seq = int(cursor.lastrowid)
+    if tag_rows:
+        _, tag_sql = _insert_sql("qmark")
+        await driver.executemany(tag_sql, [(seq, *row[1:]) for row in tag_rows])
+    return seq
+
+
 async def delete_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> bool:
     """Delete one entry (its tags cascade); return whether it existed."""
     result = await connection.execute(delete(entries).where(entries.c.id == entry_id))

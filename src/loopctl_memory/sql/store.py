@@ -26,7 +26,7 @@ from loopctl_memory.entry import (
 )
 from loopctl_memory.errors import InvalidEntryError, StorageError
 from loopctl_memory.scoring import parse_query
-from loopctl_memory.sql import repository, search
+from loopctl_memory.sql import index, repository, search
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.engine import (
     WRITE,
@@ -63,6 +63,7 @@ class SqlMemoryStore:
         )
         self._closed = False
         self._vocabulary = search.Vocabulary()  # what searches learned about words
+        self._watermark_seen = 0  # when single stores should check the tail's length
 
     @classmethod
     async def open(
@@ -116,7 +117,17 @@ class SqlMemoryStore:
             StorageError: the database refused the write.
 
         """
-        await self.store_many((entry,))
+        checked = check_entry(entry)
+        if not self._target.is_sqlite:
+            await self.store_many((checked,))
+            return
+        seq = await self._run_raw(
+            "store", lambda driver: repository.insert_one_sqlite(driver, checked)
+        )
+        if seq - self._watermark_seen >= index.TAIL_LIMIT:
+            self._watermark_seen = await self._run(
+                "index", lambda c: c.run_sync(index.shorten_tail), write=True
+            )
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Store every entry in one transaction, in order: all of them or none."""
@@ -255,17 +266,36 @@ class SqlMemoryStore:
         abort = asyncio.Event()
         async with self._serial:
             unit = asyncio.ensure_future(self._unit_of_work(action, work, write, abort))
-            cancelled = False
-            while not unit.done():
+            return await _await_uncancellable(unit, abort)
+
+    async def _run_raw(self, action: str, work: Callable[[Any], Awaitable[T]]) -> T:
+        """Like ``_run`` for a write, on the raw aiosqlite connection (SQLite only).
+
+        ``work`` gets the driver connection inside ``BEGIN IMMEDIATE``; it commits
+        if ``work`` succeeds and rolls back otherwise. Fewer round trips than
+        SQLAlchemy's, for the single store an agent makes after every tool call.
+        """
+        self._check_open()
+        abort = asyncio.Event()
+        async with self._serial:
+            unit = asyncio.ensure_future(self._raw_unit_of_work(action, work, abort))
+            return await _await_uncancellable(unit, abort)
+
+    async def _raw_unit_of_work(
+        self, action: str, work: Callable[[Any], Awaitable[T]], abort: asyncio.Event
+    ) -> T:
+        with translate_errors(action):
+            async with self._engine.connect() as connection:
+                driver: Any = (await connection.get_raw_connection()).driver_connection
+                await driver.execute("BEGIN IMMEDIATE")
                 try:
-                    await asyncio.wait((unit,))
-                except asyncio.CancelledError:
-                    cancelled = True
-                    abort.set()
-            if cancelled:
-                unit.exception()  # retrieved, so asyncio does not log it as never awaited
-                raise asyncio.CancelledError
-            return unit.result()
+                    result = await work(driver)
+                    await driver.execute("ROLLBACK" if abort.is_set() else "COMMIT")
+                except BaseException:
+                    if driver.in_transaction:
+                        await driver.execute("ROLLBACK")
+                    raise
+                return result
 
     async def _unit_of_work(
         self,
@@ -283,6 +313,26 @@ class SqlMemoryStore:
                     if abort.is_set():
                         await transaction.rollback()
                 return result
+
+
+async def _await_uncancellable(unit: asyncio.Future[T], abort: asyncio.Event) -> T:
+    """Wait for ``unit`` to finish even if the caller is cancelled meanwhile.
+
+    A cancellation sets ``abort`` (the unit then rolls back at its next step) and
+    is re-raised once the unit is done, so the connection is never dropped
+    half way through a statement.
+    """
+    cancelled = False
+    while not unit.done():
+        try:
+            await asyncio.wait((unit,))
+        except asyncio.CancelledError:
+            cancelled = True
+            abort.set()
+    if cancelled:
+        unit.exception()  # retrieved, so asyncio does not log it as never awaited
+        raise asyncio.CancelledError
+    return unit.result()
 
 
 def _prepare(connection: Connection, *, upgrade: bool, wal: bool) -> None:
