@@ -37,7 +37,6 @@ from loopctl_memory.sql.tables import (
     postings,
     tag_postings,
     tag_values,
-    tags,
     tokens,
 )
 
@@ -104,23 +103,20 @@ def shorten_tail(connection: Connection) -> int:
 def index_tail(connection: Connection) -> int:
     """Add every entry above the watermark to the postings; return how many."""
     start = watermark(connection)
-    rows = connection.execute(
-        select(entries.c.seq, entries.c.memory_lower)
-        .where(entries.c.seq > start)
-        .order_by(entries.c.seq)
+    # Through the driver: SQLAlchemy's per-row result processing would cost more than the rest.
+    rows = connection.exec_driver_sql(
+        "SELECT seq, memory_lower FROM entries WHERE seq > ? ORDER BY seq", (start,)
     ).all()
     if not rows:
         return 0
-    block = rows[0].seq
+    block = rows[0][0]
     by_token: dict[str, list[int]] = {}
     for seq, text in rows:
         for token in set(split_whitespace(text)):
             by_token.setdefault(token, []).append(seq)
     by_tag: dict[str, list[int]] = {}
-    tag_rows = connection.execute(
-        select(tags.c.entry_seq, tags.c.tag_lower)
-        .where(tags.c.entry_seq > start)
-        .order_by(tags.c.entry_seq)
+    tag_rows = connection.exec_driver_sql(
+        "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? ORDER BY entry_seq", (start,)
     )
     for seq, value in tag_rows:
         seqs = by_tag.setdefault(value, [])
@@ -128,7 +124,7 @@ def index_tail(connection: Connection) -> int:
             seqs.append(seq)
     _add_postings(connection, TOKENS, block, by_token)
     _add_postings(connection, TAG_VALUES, block, by_tag)
-    connection.execute(update(index_state).values(indexed_through=rows[-1].seq))
+    connection.execute(update(index_state).values(indexed_through=rows[-1][0]))
     return len(rows)
 
 
@@ -147,12 +143,15 @@ def _add_postings(
         counts,
     )
     # Bound parameters, not json_each: terms may hold NUL, which SQLite's JSON cuts short.
-    column = vocabulary.terms.c[vocabulary.term]
     known = list(by_term)
     ids: dict[str, int] = {}
     for start in range(0, len(known), _TERMS_PER_LOOKUP):
         chunk = known[start : start + _TERMS_PER_LOOKUP]
-        found = connection.execute(select(column, vocabulary.terms.c.id).where(column.in_(chunk)))
+        marks = ", ".join(["?"] * len(chunk))
+        found = connection.exec_driver_sql(
+            f"SELECT {term}, id FROM {table} WHERE {term} IN ({marks})",  # noqa: S608
+            tuple(chunk),
+        )
         ids.update((text, term_id) for text, term_id in found)
     connection.exec_driver_sql(
         f"INSERT INTO {vocabulary.postings.name} ({vocabulary.term_id}, block, seqs) "  # noqa: S608
