@@ -10,6 +10,11 @@ so that matches and f32 ties are frequent, Unicode whose lowercase changes
 length or depends on context, whitespace that Python and Rust disagree on,
 LIKE wildcards, quotes and SQL fragments, NUL characters, tags that contain a
 whole query, relevances on a 0.05 grid and around the prune threshold.
+Some checks run between two writes (after the store has learned about some
+words), and about half the examples shrink the SQL search's thresholds
+(``index.TAIL_LIMIT``, ``search.SELECTIVE_MAX``, ``search.FIRST_CHUNK``) so that
+a handful of entries already go through the token index, dense words and the
+relevance walk.
 
 Independently of both stores, a small oracle re-derives the reference order
 from the Rust source (White_Space splitting, binary32 arithmetic, stable
@@ -509,8 +514,8 @@ def scenarios(
     draw: st.DrawFn, *, nul: bool, max_entries: int, max_queries: int, prune: bool = False
 ) -> Scenario:
     drawer = _Drawer(draw, nul=nul, prune=prune)
-    known = [drawer.query() for _ in range(draw(st.integers(1, max_queries)))]
-    size = draw(st.integers(0, max_entries))
+    known = [drawer.query() for _ in range(draw(st.integers(3, max_queries)))]
+    size = draw(st.integers(1, max_entries))  # checks before the first write see it empty
     stored = drawer.entries(size, known)
     # queries cut out of what was stored: substrings across word boundaries
     texts = [text_ for entry in stored for text_ in (entry.memory, *entry.tags) if text_]
@@ -669,13 +674,14 @@ def test_retrieve_matches_reference(backend: str) -> None:
     stats: Counter[str] = Counter()
     nul = backend not in _NUL_FREE_BACKENDS
 
-    @settings(_DIFFERENTIAL, max_examples=60)
+    @settings(_DIFFERENTIAL, max_examples=32)
     @given(scenario=scenarios(nul=nul, max_entries=20, max_queries=16))
     def check(scenario: Scenario) -> None:
         with search_thresholds(scenario.knobs):
             asyncio.run(run_retrieval(backend, scenario, stats))
 
     check()
+    print("STATS", backend, sorted(stats.items()))  # TUNING
     # The run exercised what it is meant to. The data is derandomized, but hypothesis
     # also draws constants found in the code under test: leave a wide margin.
     assert stats["retrievals"] >= 600, stats
@@ -698,13 +704,14 @@ def test_consolidate_matches_reference(backend: str) -> None:
     stats: Counter[str] = Counter()
     nul = backend not in _NUL_FREE_BACKENDS
 
-    @settings(_DIFFERENTIAL, max_examples=30)
+    @settings(_DIFFERENTIAL, max_examples=25)
     @given(scenario=scenarios(nul=nul, max_entries=24, max_queries=6, prune=True))
     def check(scenario: Scenario) -> None:
         with search_thresholds(scenario.knobs):
             asyncio.run(run_consolidation(backend, scenario, stats))
 
     check()
+    print("STATS", backend, sorted(stats.items()))  # TUNING
     assert stats["pruned"] >= 40, stats
     assert stats["kept"] >= 80, stats
     assert stats["pruned at the edge"] >= 20, stats
@@ -793,6 +800,16 @@ def large_expected(nul: bool) -> tuple[list[list[MemoryEntry]], Counter[str]]:
     return answers, stats
 
 
+# With the default thresholds 3,000 entries stay unindexed (the tail is scanned);
+# small thresholds index them, make the common words dense and walk in small
+# steps. One SQLite backend takes each path (both share the search code).
+LARGE_THRESHOLDS = {
+    "sqlite-memory": None,
+    "sqlite-file": Knobs(tail_limit=500, selective_max=150, first_chunk=16),
+    "postgresql": Knobs(tail_limit=500, selective_max=150, first_chunk=16),
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", SQL_BACKENDS)
 def test_large_store_matches_reference(backend: str) -> None:
@@ -812,13 +829,14 @@ def test_large_store_matches_reference(backend: str) -> None:
                 compared += 1
         return compared
 
-    assert asyncio.run(run()) == LARGE_QUERIES
+    with search_thresholds(LARGE_THRESHOLDS[backend]):
+        assert asyncio.run(run()) == LARGE_QUERIES
     assert stats["ties cut by the limit"] >= 50, stats
     assert stats["results with a tag bonus"] >= 40, stats
     assert stats["f64 would rank differently"] >= 25, stats
 
 
-# --- limits beyond a 64-bit LIMIT, and a known disagreement ------------------------
+# --- limits beyond a 64-bit LIMIT; NUL on PostgreSQL (a known disagreement) ---------
 
 
 # A limit is any int >= 0: Rust's is a usize, so up to 2**64 - 1 ("give me everything").
@@ -860,7 +878,13 @@ def test_postgresql_nul_characters(memory: str, tags: list[str], query: str) -> 
     async def run() -> None:
         reference = InMemoryStore(entries_)
         async with fresh_sql_store("postgresql") as sql:
-            await sql.store_many(entries_)
-            assert await sql.retrieve(query, 5) == await reference.retrieve(query, 5)
+            try:
+                await sql.store_many(entries_)
+                got = await sql.retrieve(query, 5)
+            except StorageError as error:
+                if "0x00" not in str(error):  # any other refusal is a plain failure
+                    raise AssertionError(f"unexpected: {error}") from error
+                raise
+            assert got == await reference.retrieve(query, 5)
 
     asyncio.run(run())
