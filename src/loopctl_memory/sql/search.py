@@ -189,11 +189,10 @@ class Vocabulary:
     def __init__(self) -> None:
         self.words: dict[str, _Word] = {}
 
-    def remember(self, word: str, known: _Word) -> None:
-        """Keep what was found about ``word`` (forgetting everything when too many are kept)."""
+    def start_query(self) -> None:
+        """Forget everything if too many words are kept (never in the middle of a query)."""
         if len(self.words) >= self.MAX_WORDS:
             self.words.clear()
-        self.words[word] = known
 
 
 def _classify_words(
@@ -201,25 +200,11 @@ def _classify_words(
 ) -> tuple[list[str], list[int], int]:
     """The selective words, their token ids, and the total weight of the dense words."""
     top_id = int(connection.execute(select(func.coalesce(func.max(tokens.c.id), 0))).scalar_one())
-    new_words = [word for word in query.words if word not in vocabulary.words]
-    for words, _ in _word_groups(new_words, (1,) * len(new_words)):
-        estimates = connection.execute(
-            select(
-                *(
-                    func.coalesce(
-                        func.sum(tokens.c.entries).filter(
-                            tokens.c.id <= top_id, contains(tokens.c.token, word)
-                        ),
-                        0,
-                    )
-                    for word in words
-                )
-            )
-        ).one()
-        for word, estimate in zip(words, estimates, strict=True):
-            # A selective word's tokens are looked up below, from id 0.
-            dense = estimate > SELECTIVE_MAX
-            vocabulary.remember(word, _Word(top_id if dense else 0, None if dense else []))
+    vocabulary.start_query()
+    for word in query.words:
+        if word not in vocabulary.words:
+            # Assume selective: one scan finds its tokens, and their counts say if it is dense.
+            vocabulary.words[word] = _Word(0, [])
     _find_new_tokens(connection, query.words, vocabulary, top_id)
     selective: list[str] = []
     token_ids: list[int] = []
