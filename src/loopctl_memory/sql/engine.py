@@ -130,7 +130,11 @@ def enable_wal(connection: Connection) -> None:
     """
     cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA journal_mode")
+        row = cursor.fetchone()
+        if row is None or str(row[0]).lower() != "wal":
+            # Needs the file to itself; SQLite does not wait here, so the caller retries.
+            cursor.execute("PRAGMA journal_mode=WAL")
     finally:
         cursor.close()
 

@@ -88,9 +88,9 @@ class SqlMemoryStore:
         try:
             with translate_errors(f"open {resolved.describe()}"):
                 async with engine.connect() as connection:
-                    await connection.run_sync(
-                        _prepare, upgrade=migrate, wal=resolved.is_sqlite and not resolved.is_memory
-                    )
+                    await connection.run_sync(migrate_schema, upgrade=migrate)
+            if resolved.is_sqlite and not resolved.is_memory:
+                await _switch_to_wal(engine, resolved, busy_timeout)
         except BaseException:
             await store.close()
             raise
@@ -335,11 +335,32 @@ async def _await_uncancellable(unit: asyncio.Future[T], abort: asyncio.Event) ->
     return unit.result()
 
 
-def _prepare(connection: Connection, *, upgrade: bool, wal: bool) -> None:
-    """Bring the schema to head (or check it is there), then switch a SQLite file to WAL."""
+def migrate_schema(connection: Connection, *, upgrade: bool) -> None:
+    """Bring the schema to head, or check it is there (see :func:`migrate.ensure_schema`)."""
     migrate.ensure_schema(connection, upgrade=upgrade)
-    if wal:
-        enable_wal(connection)
+
+
+async def _switch_to_wal(engine: AsyncEngine, target: Target, busy_timeout: float) -> None:
+    """Put a SQLite file in WAL mode, waiting up to ``busy_timeout`` for other openers.
+
+    Switching needs the file to itself and SQLite fails at once instead of
+    waiting, so several processes opening a new file together retry here.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + busy_timeout
+    delay = 0.005
+    while True:
+        try:
+            with translate_errors(f"open {target.describe()}"):
+                async with engine.connect() as connection:
+                    await connection.run_sync(enable_wal)
+        except StorageError as exc:
+            if "locked" not in str(exc) or loop.time() >= deadline:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 0.1)
+        else:
+            return
 
 
 class _OpenStore:
