@@ -157,15 +157,13 @@ def top_candidates(
         cursor = (last_relevance, last_seq)
         if best.full:
             kth_score, kth_seq = best.worst()
+            bound = exact(last_relevance, bound_matches, bound_tag)
             # Rows left with the same relevance come after last_seq: they lose any tie.
-            same_done = exact(last_relevance, bound_matches, bound_tag) < kth_score or (
-                exact(last_relevance, bound_matches, bound_tag) == kth_score and last_seq >= kth_seq
-            )
-            below = _next_relevance_below(connection, last_relevance)
-            if same_done:
+            if bound < kth_score or (bound == kth_score and last_seq >= kth_seq):
+                below = _next_relevance_below(connection, last_relevance)
                 if below is None or exact(below, bound_matches, bound_tag) < kth_score:
                     return best.result()
-                cursor = (last_relevance, _MAX_SEQ)
+                cursor = (last_relevance, _MAX_SEQ)  # skip to the next relevance
         chunk = min(2 * chunk, _MAX_CHUNK)
 
 
