@@ -681,22 +681,21 @@ def test_retrieve_matches_reference(backend: str) -> None:
             asyncio.run(run_retrieval(backend, scenario, stats))
 
     check()
-    print("STATS", backend, sorted(stats.items()))  # TUNING
     # The run exercised what it is meant to. The data is derandomized, but hypothesis
     # also draws constants found in the code under test: leave a wide margin.
-    assert stats["retrievals"] >= 600, stats
-    assert stats["non-empty results"] >= 300, stats
+    assert stats["retrievals"] >= 450, stats
+    assert stats["non-empty results"] >= 350, stats
     assert stats["results with a tag bonus"] >= 100, stats
-    assert stats["results with tied scores"] >= 90, stats
+    assert stats["results with tied scores"] >= 120, stats
     assert stats["ties cut by the limit"] >= 40, stats
-    assert stats["f64 would rank differently"] >= 20, stats
-    assert stats["queries with U+001C..U+001F"] >= 90, stats
-    assert stats["queries with non-ASCII White_Space"] >= 200, stats
-    assert stats["empty or blank queries"] >= 100, stats
-    assert stats["queries of more than 60 distinct words"] >= 10, stats
-    assert stats["queries with NUL"] >= (15 if nul else 0), stats
-    assert stats["retrievals between writes"] >= 150, stats
-    assert stats["retrievals using the token index"] >= 100, stats
+    assert stats["f64 would rank differently"] >= 60, stats
+    assert stats["queries with U+001C..U+001F"] >= 70, stats
+    assert stats["queries with non-ASCII White_Space"] >= 140, stats
+    assert stats["empty or blank queries"] >= 55, stats
+    assert stats["queries of more than 60 distinct words"] >= 20, stats
+    assert stats["queries with NUL"] >= (20 if nul else 0), stats
+    assert stats["retrievals between writes"] >= 170, stats
+    assert stats["retrievals using the token index"] >= 200, stats
 
 
 @pytest.mark.parametrize("backend", SQL_BACKENDS)
@@ -711,11 +710,10 @@ def test_consolidate_matches_reference(backend: str) -> None:
             asyncio.run(run_consolidation(backend, scenario, stats))
 
     check()
-    print("STATS", backend, sorted(stats.items()))  # TUNING
-    assert stats["pruned"] >= 40, stats
-    assert stats["kept"] >= 80, stats
-    assert stats["pruned at the edge"] >= 20, stats
-    assert stats["kept at the edge"] >= 20, stats
+    assert stats["pruned"] >= 28, stats
+    assert stats["kept"] >= 45, stats
+    assert stats["pruned at the edge"] >= 10, stats
+    assert stats["kept at the edge"] >= 10, stats
     assert stats["retrievals"] >= 150, stats
 
 
