@@ -12,7 +12,6 @@ double rounding is innocuous for +, * and /).
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import struct
@@ -117,7 +116,6 @@ def score(relevance: float, matches: int, word_count: int, tagged: bool) -> floa
     return f32(total + _BASELINE)
 
 
-@functools.lru_cache(maxsize=4096)  # relevances repeat: a grid, or a few defaults
 def baseline_score(relevance: float) -> float:
     """The score of an entry that nothing in the query matches."""
     return score(relevance, 0, 1, False)

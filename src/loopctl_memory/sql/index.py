@@ -22,7 +22,6 @@ These functions take a synchronous connection inside the caller's transaction
 
 from __future__ import annotations
 
-import json
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
@@ -34,6 +33,7 @@ from loopctl_memory.scoring import split_whitespace
 from loopctl_memory.sql.tables import (
     entries,
     index_state,
+    int_list,
     postings,
     tag_postings,
     tag_values,
@@ -186,11 +186,7 @@ def entries_with_terms(
     if not ids:
         return found
     term_id = vocabulary.postings.c[vocabulary.term_id]
-    blobs = connection.execute(
-        select(vocabulary.postings.c.seqs).where(
-            term_id.in_(select(func.json_each(json.dumps(ids)).table_valued("value")))
-        )
-    )
+    blobs = connection.execute(select(vocabulary.postings.c.seqs).where(term_id.in_(int_list(ids))))
     for (blob,) in blobs:
         found.update(unpack(blob))
     return found

@@ -24,7 +24,6 @@ the ``limit``-th candidate nor tie it with a smaller seq.
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +43,7 @@ from sqlalchemy.sql import Select
 
 from loopctl_memory.scoring import ParsedQuery, score
 from loopctl_memory.sql import index
-from loopctl_memory.sql.tables import contains, entries, tag_values, tags, tokens
+from loopctl_memory.sql.tables import contains, entries, int_list, tag_values, tags, tokens
 
 SELECTIVE_MAX = 5_000
 """A word (or the tag test) that can match at most this many entries is enumerated."""
@@ -255,8 +254,9 @@ def _find_new_tokens(
 def _entry_counts(connection: Connection, token_ids: set[int]) -> dict[int, int]:
     if not token_ids:
         return {}
-    listed = select(func.json_each(json.dumps(sorted(token_ids))).table_valued("value"))
-    rows = connection.execute(select(tokens.c.id, tokens.c.entries).where(tokens.c.id.in_(listed)))
+    rows = connection.execute(
+        select(tokens.c.id, tokens.c.entries).where(tokens.c.id.in_(int_list(token_ids)))
+    )
     return {int(row[0]): int(row[1]) for row in rows}
 
 
@@ -334,8 +334,7 @@ def _check(
             select(*columns).where(entries.c.seq > index.watermark(connection), or_(*tail_tests))
         )
     if seqs:
-        listed = select(func.json_each(json.dumps(sorted(seqs))).table_valued("value"))
-        parts.append(select(*columns).where(entries.c.seq.in_(listed)))
+        parts.append(select(*columns).where(entries.c.seq.in_(int_list(seqs))))
     if not parts:
         return []
     statement = parts[0] if len(parts) == 1 else union_all(*parts)

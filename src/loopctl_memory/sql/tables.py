@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import (
@@ -18,8 +20,11 @@ from sqlalchemy import (
     Table,
     Text,
     Uuid,
+    func,
+    select,
 )
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql import Select
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import Boolean as BooleanType
@@ -73,6 +78,15 @@ tags = Table(
     Column("tag_lower", Text(), nullable=False, comment="Python str.lower() of tag"),
     sqlite_with_rowid=False,  # the primary key is the table: one B-tree, not two
 )
+
+
+def int_list(values: Iterable[int]) -> Select[Any]:
+    """A subquery of integers passed as one parameter, for ``column.in_(...)``.
+
+    One JSON array instead of one bound parameter per value: no limit on how
+    many, and one statement shape for the cache.
+    """
+    return select(func.json_each(json.dumps(sorted(values))).table_valued("value"))
 
 
 class contains(FunctionElement[bool]):  # noqa: N801  # reads as SQL: contains(haystack, needle)
