@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -70,6 +69,8 @@ class ConsolidationStats:
 
 
 def _check_text(value: object, what: str) -> str:
+    if type(value) is str and value.isascii():  # the common case, without encoding a copy
+        return value
     if not isinstance(value, str):
         raise InvalidEntryError(f"{what} must be a str, not {type(value).__name__}")
     try:
@@ -111,12 +112,14 @@ def validate_id(entry_id: object) -> uuid.UUID:
 def _check_created_at(created_at: object) -> None:
     if not isinstance(created_at, datetime):
         raise InvalidEntryError(f"created_at must be a datetime, not {type(created_at).__name__}")
-    if created_at.utcoffset() is None:
+    offset = created_at.utcoffset()
+    if offset is None:
         raise InvalidEntryError("created_at must be timezone-aware (UTC)")
-    try:
-        created_at.astimezone(UTC)
-    except OverflowError:
-        raise InvalidEntryError(f"created_at {created_at} is out of range in UTC") from None
+    if offset:  # only a non-zero offset can carry a time out of range in UTC
+        try:
+            created_at.astimezone(UTC)
+        except OverflowError:
+            raise InvalidEntryError(f"created_at {created_at} is out of range in UTC") from None
 
 
 def check_entry(entry: object) -> MemoryEntry:
@@ -129,32 +132,40 @@ def check_entry(entry: object) -> MemoryEntry:
         InvalidEntryError: a field is of the wrong type or out of range.
 
     """
+    # The `type(...) is` tests are fast paths for the usual types; the general
+    # test after each decides every other value.
     if not isinstance(entry, MemoryEntry):
         raise InvalidEntryError(f"expected a MemoryEntry, not {type(entry).__name__}")
-    try:
-        known_category = entry.category in _CATEGORY_VALUES
-    except TypeError:  # unhashable
-        known_category = False
-    if not known_category:
-        known = ", ".join(category.value for category in MemoryCategory)
-        raise InvalidEntryError(f"unknown category {entry.category!r}; expected one of {known}")
+    category = entry.category
+    if type(category) is not MemoryCategory:
+        try:
+            known_category = category in _CATEGORY_VALUES
+        except TypeError:  # unhashable
+            known_category = False
+        if not known_category:
+            known = ", ".join(member.value for member in MemoryCategory)
+            raise InvalidEntryError(f"unknown category {category!r}; expected one of {known}")
     _check_text(entry.memory, "memory")
     if type(entry.tags) is not list:
         raise InvalidEntryError(f"tags must be a list, not {type(entry.tags).__name__}")
     for position, tag in enumerate(entry.tags):
         _check_text(tag, f"tag {position}")
     relevance = entry.relevance
-    if isinstance(relevance, bool) or not isinstance(relevance, int | float):
+    if type(relevance) is not float and (
+        isinstance(relevance, bool) or not isinstance(relevance, int | float)
+    ):
         raise InvalidEntryError(f"relevance must be a number, not {type(relevance).__name__}")
-    if not (math.isfinite(relevance) and 0.0 <= relevance <= 1.0):
+    if not (0.0 <= relevance <= 1.0):  # NaN fails every comparison
         raise InvalidEntryError(f"relevance must be a finite number in [0, 1], got {relevance}")
-    if not isinstance(entry.id, uuid.UUID):
+    if type(entry.id) is not uuid.UUID and not isinstance(entry.id, uuid.UUID):
         raise InvalidEntryError(f"id must be a uuid.UUID, not {type(entry.id).__name__}")
     _check_created_at(entry.created_at)
     count = entry.access_count
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _INT64_MAX:
+    if type(count) is not int and (isinstance(count, bool) or not isinstance(count, int)):
         raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {count!r}")
-    if not isinstance(entry.validated, bool):
+    if not 0 <= count <= _INT64_MAX:
+        raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {count!r}")
+    if type(entry.validated) is not bool:  # bool cannot be subclassed
         raise InvalidEntryError(f"validated must be a bool, not {type(entry.validated).__name__}")
     return entry
 

@@ -103,6 +103,8 @@ def test_an_integer_relevance_reads_as_a_float():
         (line().replace("0.9", "NaN"), "finite number"),
         (line(access_count=-1), "access_count must be an int"),
         (line(access_count=1.0), "access_count must be an int"),
+        (line(access_count=2**64), "got 18446744073709551616"),
+        (line().replace("0.9", "1e400"), "got inf"),
         (line(validated="yes"), "validated must be a bool"),
     ],
 )
