@@ -25,6 +25,9 @@ lint: $(STAMP) ## ruff (lint and format check) and mypy --strict
 test: lint ## Lint, type-check and run the whole test suite
 	$(BIN)/pytest
 
+test-pg: ## `make test` plus a throwaway PostgreSQL (.ci/postgres.sh; as root it installs one if missing)
+	.ci/postgres.sh $(MAKE) test
+
 demo: $(STAMP) ## Run the main job end to end on the embedded default
 	$(BIN)/python -m loopctl_memory.demo
 
@@ -36,4 +39,4 @@ format: $(STAMP) ## Format and auto-fix the code
 	$(BIN)/ruff format src tests benchmarks
 	$(BIN)/ruff check --fix src tests benchmarks
 
-.PHONY: help install lint test demo bench format
+.PHONY: help install lint test test-pg demo bench format
