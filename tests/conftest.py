@@ -32,8 +32,15 @@ BACKENDS = [
 
 
 async def _reset_postgres(url: str) -> None:
+    """Empty every table (migrating the database first if it is new), as a fresh store is."""
     async with open_store(url) as store, store.engine.begin() as connection:
-        await connection.execute(text("DELETE FROM entries"))
+        await connection.execute(
+            text(
+                "TRUNCATE entries, tags, tokens, postings, tag_values, tag_postings "
+                "RESTART IDENTITY CASCADE"
+            )
+        )
+        await connection.execute(text("UPDATE index_state SET indexed_through = 0"))
 
 
 @pytest.fixture(params=BACKENDS)

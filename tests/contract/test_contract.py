@@ -72,11 +72,6 @@ async def read_back(store: Any, how: str, entry: MemoryEntry) -> MemoryEntry:
 
 READ_BACK = ["get", "retrieve"]
 
-POSTGRESQL_NUL = (
-    "BUG: PostgreSQL text cannot hold U+0000, so a valid str with NUL raises StorageError;"
-    " SPEC §1 (round trip unchanged) and §5 (backends behave alike on valid input)"
-)
-
 
 def f32(value: float) -> float:
     """An independent binary32 rounding (not the library's), for computing expectations."""
@@ -86,12 +81,6 @@ def f32(value: float) -> float:
 
 def is_utc(moment: datetime) -> bool:
     return moment.utcoffset() == timedelta(0) and moment.tzname() == "UTC"
-
-
-def xfail_on(request: pytest.FixtureRequest, backends: set[str], reason: str) -> None:
-    """Mark the running test as a strict expected failure on the given backends."""
-    if request.getfixturevalue("backend") in backends:
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
 
 
 @pytest.fixture
@@ -273,9 +262,7 @@ UNUSUAL_TEXTS = {
 
 @pytest.mark.parametrize("value", UNUSUAL_TEXTS.values(), ids=UNUSUAL_TEXTS.keys())
 @pytest.mark.parametrize("how", READ_BACK)
-async def test_unusual_memory_text_comes_back_unchanged(request, store, how, value):
-    if "\x00" in value:
-        xfail_on(request, {"postgresql"}, POSTGRESQL_NUL)
+async def test_unusual_memory_text_comes_back_unchanged(store, how, value):
     found = await read_back(store, how, make(memory=value))
 
     assert value == found.memory
@@ -283,26 +270,22 @@ async def test_unusual_memory_text_comes_back_unchanged(request, store, how, val
 
 @pytest.mark.parametrize("value", UNUSUAL_TEXTS.values(), ids=UNUSUAL_TEXTS.keys())
 @pytest.mark.parametrize("how", READ_BACK)
-async def test_unusual_tag_text_comes_back_unchanged(request, store, how, value):
-    if "\x00" in value:
-        xfail_on(request, {"postgresql"}, POSTGRESQL_NUL)
+async def test_unusual_tag_text_comes_back_unchanged(store, how, value):
     found = await read_back(store, how, make(tags=["first", value, "last"]))
 
     assert ["first", value, "last"] == found.tags
 
 
-async def test_a_query_with_a_nul_character_is_answered(request, store):
+async def test_a_query_with_a_nul_character_is_answered(store):
     """Even when no stored text holds a NUL, a query may."""
-    xfail_on(request, {"postgresql"}, POSTGRESQL_NUL)
     await store.store(make(memory="alpha", relevance=0.3))  # 0.15 + 0.1 = 0.25
     await store.store(make(memory="beta", relevance=0.0))  # 0.5*0.4 + 0.1 = 0.3
 
     assert ["beta", "alpha"] == await memories(store, "beta a\x00")
 
 
-async def test_a_query_with_a_nul_character_matches_it_as_text(request, store):
+async def test_a_query_with_a_nul_character_matches_it_as_text(store):
     """NUL is an ordinary character: "a\\x00b" contains the query word "\\x00b"."""
-    xfail_on(request, {"postgresql"}, POSTGRESQL_NUL)
     await store.store(make(memory="unrelated", relevance=0.5))  # 0.25 + 0.1 = 0.35
     await store.store(make(memory="a\x00b", relevance=0.0))  # 0.4 + 0.1 = 0.5
     await store.store(make(memory="ab", relevance=0.0))  # 0.1

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import event, make_url
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from loopctl_memory.errors import StorageError
@@ -77,13 +77,42 @@ def resolve_target(target: str | os.PathLike[str]) -> Target:
     return Target(url)
 
 
-def create_engine(target: Target, *, busy_timeout: float, echo: bool = False) -> AsyncEngine:
+@dataclass(frozen=True)  # no slots: the class attributes are the defaults open() shows
+class PoolOptions:
+    """Connection pool and timeouts for a server database (PostgreSQL)."""
+
+    pool_size: int = 5
+    """Connections kept open."""
+    max_overflow: int = 10
+    """Connections opened beyond ``pool_size`` under load, closed when idle."""
+    pool_timeout: float = 30.0
+    """Seconds to wait for a free connection before StorageError."""
+    statement_timeout: float | None = None
+    """Seconds one statement may run before the server cancels it (None: no limit)."""
+    connect_timeout: float = 10.0
+    """Seconds to wait for the server when connecting."""
+
+
+WRITERS_LOCK = 0x6C6F6F70_6D656D  # "loopmem": the PostgreSQL advisory lock writers queue on
+
+
+def create_engine(
+    target: Target,
+    *,
+    busy_timeout: float,
+    echo: bool = False,
+    pool: PoolOptions | None = None,
+) -> AsyncEngine:
     """Create the engine for ``target`` with the pragmas and transaction handling we rely on.
 
     SQLite: ``:memory:`` uses one shared connection (StaticPool); a file uses
     WAL, ``synchronous=NORMAL``, ``foreign_keys=ON`` and a busy timeout. The
     driver's own transaction handling is switched off so that we emit BEGIN
     ourselves: deferred for reads, ``BEGIN IMMEDIATE`` for writes.
+
+    PostgreSQL: reads run in REPEATABLE READ (one snapshot, like a SQLite read);
+    writes in READ COMMITTED after taking one advisory lock, so writers queue
+    (up to ``busy_timeout``) exactly as on SQLite and ids grow in commit order.
     """
     options: dict[str, Any] = {"echo": echo}
     if target.is_sqlite:
@@ -92,10 +121,37 @@ def create_engine(target: Target, *, busy_timeout: float, echo: bool = False) ->
         options["pool_reset_on_return"] = None
         if target.is_memory:
             options["poolclass"] = StaticPool
+    else:
+        pool = pool or PoolOptions()
+        settings = {"lock_timeout": str(_milliseconds(busy_timeout))}
+        if pool.statement_timeout is not None:
+            settings["statement_timeout"] = str(_milliseconds(pool.statement_timeout))
+        options.update(
+            isolation_level="REPEATABLE READ",
+            pool_size=pool.pool_size,
+            max_overflow=pool.max_overflow,
+            pool_timeout=pool.pool_timeout,
+            pool_pre_ping=True,
+            connect_args={"server_settings": settings, "timeout": pool.connect_timeout},
+        )
     engine = create_async_engine(target.url, **options)
     if target.is_sqlite:
         _configure_sqlite(engine, memory=target.is_memory, busy_timeout=busy_timeout)
+    else:
+        _configure_postgresql(engine)
     return engine
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+def _configure_postgresql(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        if connection.get_execution_options().get(_BEGIN_MODE) == WRITE:
+            # Held until COMMIT or ROLLBACK: one writer at a time, as on SQLite.
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITERS_LOCK})")
 
 
 def _configure_sqlite(engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
@@ -139,6 +195,13 @@ def enable_wal(connection: Connection) -> None:
         cursor.close()
 
 
-def begin_mode(mode: str) -> dict[str, str]:
-    """Execution options that make the next transaction start as ``BEGIN <mode>`` on SQLite."""
-    return {_BEGIN_MODE: mode}
+def transaction_options(connection: Connection | AsyncConnection, *, write: bool) -> dict[str, Any]:
+    """Execution options for the connection's next transactions: a write or a read.
+
+    SQLite: ``BEGIN IMMEDIATE`` or a deferred ``BEGIN``. PostgreSQL: READ
+    COMMITTED behind the writers' lock, or a REPEATABLE READ snapshot.
+    """
+    options: dict[str, Any] = {_BEGIN_MODE: WRITE if write else ""}
+    if connection.dialect.name == "postgresql":
+        options["isolation_level"] = "READ COMMITTED" if write else "REPEATABLE READ"
+    return options

@@ -26,8 +26,11 @@ import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, Table, func, select, update
+from sqlalchemy import Connection, CursorResult, Table, func, select, update
+from sqlalchemy.engine import Dialect
+from sqlalchemy.util.typing import TupleAny
 
 from loopctl_memory.scoring import split_whitespace
 from loopctl_memory.sql.tables import (
@@ -39,6 +42,7 @@ from loopctl_memory.sql.tables import (
     tag_values,
     tokens,
 )
+from loopctl_memory.sql.text import as_stored, from_stored
 
 _TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
 
@@ -103,22 +107,26 @@ def shorten_tail(connection: Connection) -> int:
 def index_tail(connection: Connection) -> int:
     """Add every entry above the watermark to the postings; return how many."""
     start = watermark(connection)
+    decode = from_stored(connection.dialect)
     # Through the driver: SQLAlchemy's per-row result processing would cost more than the rest.
-    rows = connection.exec_driver_sql(
-        "SELECT seq, memory_lower FROM entries WHERE seq > ? ORDER BY seq", (start,)
+    rows = _driver_sql(
+        connection, "SELECT seq, memory_lower FROM entries WHERE seq > ? ORDER BY seq", (start,)
     ).all()
     if not rows:
         return 0
     block = rows[0][0]
     by_token: dict[str, list[int]] = {}
     for seq, text in rows:
-        for token in set(split_whitespace(text)):
+        for token in set(split_whitespace(decode(text))):
             by_token.setdefault(token, []).append(seq)
     by_tag: dict[str, list[int]] = {}
-    tag_rows = connection.exec_driver_sql(
-        "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? ORDER BY entry_seq", (start,)
+    tag_rows = _driver_sql(
+        connection,
+        "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? ORDER BY entry_seq",
+        (start,),
     )
-    for seq, value in tag_rows:
+    for seq, stored in tag_rows:
+        value = decode(stored)
         seqs = by_tag.setdefault(value, [])
         if not seqs or seqs[-1] != seq:  # an entry may carry the same tag twice
             seqs.append(seq)
@@ -134,30 +142,51 @@ def _add_postings(
     if not by_term:
         return
     table = vocabulary.terms.name
-    counts = [(term, len(seqs)) for term, seqs in by_term.items()]
+    encode, decode = as_stored(connection.dialect), from_stored(connection.dialect)
+    counts = [(encode(term), len(seqs)) for term, seqs in by_term.items()]
     # Upsert (SQLite >= 3.24 and PostgreSQL): new terms get an id, known ones a larger count.
     term = vocabulary.term
-    connection.exec_driver_sql(
+    _driver_sql(
+        connection,
         f"INSERT INTO {table} ({term}, entries) VALUES (?, ?) "  # noqa: S608
         f"ON CONFLICT ({term}) DO UPDATE SET entries = {table}.entries + excluded.entries",
         counts,
     )
     # Bound parameters, not json_each: terms may hold NUL, which SQLite's JSON cuts short.
-    known = list(by_term)
+    known = [stored for stored, _ in counts]
     ids: dict[str, int] = {}
     for start in range(0, len(known), _TERMS_PER_LOOKUP):
         chunk = known[start : start + _TERMS_PER_LOOKUP]
         marks = ", ".join(["?"] * len(chunk))
-        found = connection.exec_driver_sql(
+        found = _driver_sql(
+            connection,
             f"SELECT {term}, id FROM {table} WHERE {term} IN ({marks})",  # noqa: S608
             tuple(chunk),
         )
-        ids.update((text, term_id) for text, term_id in found)
-    connection.exec_driver_sql(
+        ids.update((decode(text), term_id) for text, term_id in found)
+    _driver_sql(
+        connection,
         f"INSERT INTO {vocabulary.postings.name} ({vocabulary.term_id}, block, seqs) "  # noqa: S608
         "VALUES (?, ?, ?)",
         [(ids[term], block, pack(seqs)) for term, seqs in by_term.items()],
     )
+
+
+def _driver_sql(connection: Connection, statement: str, parameters: Any) -> CursorResult[*TupleAny]:
+    """Run SQL written with ``?`` placeholders on the driver, in its own parameter style."""
+    return connection.exec_driver_sql(placeholders(statement, connection.dialect), parameters)
+
+
+def placeholders(statement: str, dialect: Dialect) -> str:
+    """``statement`` with its ``?`` placeholders in the dialect's style (``$1``... for asyncpg).
+
+    Only for our own statements, which never hold a literal question mark.
+    """
+    if dialect.paramstyle == "qmark":
+        return statement
+    pieces = statement.split("?")
+    numbered = [f"{piece}${number}" for number, piece in enumerate(pieces[:-1], start=1)]
+    return "".join(numbered) + pieces[-1]
 
 
 def pack(seqs: Sequence[int]) -> bytes:
@@ -186,7 +215,9 @@ def entries_with_terms(
     if not ids:
         return found
     term_id = vocabulary.postings.c[vocabulary.term_id]
-    blobs = connection.execute(select(vocabulary.postings.c.seqs).where(term_id.in_(int_list(ids))))
+    blobs = connection.execute(
+        select(vocabulary.postings.c.seqs).where(term_id.in_(int_list(ids, connection.dialect)))
+    )
     for (blob,) in blobs:
         found.update(unpack(blob))
     return found

@@ -80,21 +80,45 @@ _ENTRY_COLUMNS = (
 def _rows(
     batch: Sequence[MemoryEntry], first_seq: int, native: bool
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Entry rows and tag rows in field order; ``native``: the driver takes UUID and bool."""
+    """Entry rows and tag rows in field order.
+
+    ``native`` (PostgreSQL): the driver takes UUID and bool, and text goes in as
+    UTF-8 bytes (see :class:`~loopctl_memory.sql.text.Utf8Text`).
+    """
     entry_rows: list[tuple[Any, ...]] = []
     tag_rows: list[tuple[Any, ...]] = []
     for seq, entry in enumerate(batch, start=first_seq):
+        memory = entry.memory
+        if native:
+            entry_rows.append(
+                (
+                    seq,
+                    entry.id,
+                    str(entry.category),
+                    memory.encode(),
+                    memory.lower().encode(),
+                    float(entry.relevance),
+                    (entry.created_at - _EPOCH) // _MICROSECOND,
+                    entry.access_count,
+                    entry.validated,
+                )
+            )
+            tag_rows.extend(
+                (seq, position, tag.encode(), tag.lower().encode())
+                for position, tag in enumerate(entry.tags)
+            )
+            continue
         entry_rows.append(
             (
                 seq,
-                entry.id if native else entry.id.hex,  # Uuid() is 32 hex digits on SQLite
+                entry.id.hex,  # Uuid() is 32 hex digits on SQLite
                 str(entry.category),
-                entry.memory,
-                entry.memory.lower(),
+                memory,
+                memory.lower(),
                 float(entry.relevance),
                 (entry.created_at - _EPOCH) // _MICROSECOND,
                 entry.access_count,
-                entry.validated if native else int(entry.validated),
+                int(entry.validated),
             )
         )
         if entry.tags:

@@ -255,7 +255,9 @@ def _entry_counts(connection: Connection, token_ids: set[int]) -> dict[int, int]
     if not token_ids:
         return {}
     rows = connection.execute(
-        select(tokens.c.id, tokens.c.entries).where(tokens.c.id.in_(int_list(token_ids)))
+        select(tokens.c.id, tokens.c.entries).where(
+            tokens.c.id.in_(int_list(token_ids, connection.dialect))
+        )
     )
     return {int(row[0]): int(row[1]) for row in rows}
 
@@ -334,7 +336,7 @@ def _check(
             select(*columns).where(entries.c.seq > index.watermark(connection), or_(*tail_tests))
         )
     if seqs:
-        parts.append(select(*columns).where(entries.c.seq.in_(int_list(seqs))))
+        parts.append(select(*columns).where(entries.c.seq.in_(int_list(seqs, connection.dialect))))
     if not parts:
         return []
     statement = parts[0] if len(parts) == 1 else union_all(*parts)

@@ -29,12 +29,12 @@ from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import index, repository, search
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.engine import (
-    WRITE,
+    PoolOptions,
     Target,
-    begin_mode,
     create_engine,
     enable_wal,
     resolve_target,
+    transaction_options,
 )
 from loopctl_memory.sql.repository import Summary
 
@@ -73,8 +73,15 @@ class SqlMemoryStore:
         migrate: bool = True,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         echo: bool = False,
+        pool_size: int = PoolOptions.pool_size,
+        max_overflow: int = PoolOptions.max_overflow,
+        pool_timeout: float = PoolOptions.pool_timeout,
+        statement_timeout: float | None = PoolOptions.statement_timeout,
+        connect_timeout: float = PoolOptions.connect_timeout,
     ) -> SqlMemoryStore:
         """Connect to ``target`` and check (or bring) its schema to the current revision.
+
+        The pool and timeout options apply to PostgreSQL (see :func:`open_store`).
 
         Raises:
             SchemaError: the schema is unknown, newer, or older and ``migrate`` is false.
@@ -83,7 +90,10 @@ class SqlMemoryStore:
         """
         resolved = resolve_target(target)
         with translate_errors(f"open {resolved.describe()}"):
-            engine = create_engine(resolved, busy_timeout=busy_timeout, echo=echo)
+            pool = PoolOptions(
+                pool_size, max_overflow, pool_timeout, statement_timeout, connect_timeout
+            )
+            engine = create_engine(resolved, busy_timeout=busy_timeout, echo=echo, pool=pool)
         store = cls(engine, resolved)
         try:
             with translate_errors(f"open {resolved.describe()}"):
@@ -307,7 +317,9 @@ class SqlMemoryStore:
         with translate_errors(action):
             async with self._engine.connect() as connection:
                 if write:
-                    await connection.execution_options(**begin_mode(WRITE))
+                    await connection.execution_options(
+                        **transaction_options(connection, write=True)
+                    )
                 async with connection.begin() as transaction:
                     result = await work(connection)
                     if abort.is_set():
@@ -397,8 +409,16 @@ def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> _
     Options:
         migrate (bool): upgrade an older schema (default True); if False, an
             older or empty database raises SchemaError.
-        busy_timeout (float): seconds a SQLite writer waits for a lock (default 5).
+        busy_timeout (float): seconds a writer waits for another writer's lock
+            before StorageError (default 5; on PostgreSQL the ``lock_timeout``).
         echo (bool): log every SQL statement.
+        pool_size, max_overflow (int): PostgreSQL connections kept open (default
+            5) and opened beyond them under load (default 10).
+        pool_timeout (float): seconds to wait for a free connection (default 30).
+        statement_timeout (float | None): seconds one statement may run on
+            PostgreSQL before the server cancels it (default: no limit).
+        connect_timeout (float): seconds to wait for PostgreSQL when connecting
+            (default 10).
 
     Example:
         >>> async def main() -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     BigInteger,
     Boolean,
     CheckConstraint,
@@ -21,15 +22,18 @@ from sqlalchemy import (
     Text,
     Uuid,
     func,
+    literal,
     select,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql import Select
+from sqlalchemy.sql import ColumnElement, Select
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import Boolean as BooleanType
 
 from loopctl_memory.entry import MemoryCategory
+from loopctl_memory.sql.text import Utf8Text
 
 metadata = MetaData(
     naming_convention={
@@ -52,8 +56,8 @@ entries = Table(
     Column("seq", _Seq, primary_key=True, autoincrement=True, comment="insertion order"),
     Column("id", Uuid(), nullable=False, unique=True),
     Column("category", Text(), nullable=False),
-    Column("memory", Text(), nullable=False),
-    Column("memory_lower", Text(), nullable=False, comment="Python str.lower() of memory"),
+    Column("memory", Utf8Text(), nullable=False),
+    Column("memory_lower", Utf8Text(), nullable=False, comment="Python str.lower() of memory"),
     Column("relevance", Double(), nullable=False),
     Column("created_at_us", BigInteger(), nullable=False, comment="microseconds since epoch, UTC"),
     Column("access_count", BigInteger(), nullable=False),
@@ -74,40 +78,50 @@ tags = Table(
         primary_key=True,
     ),
     Column("position", Integer(), primary_key=True, autoincrement=False),
-    Column("tag", Text(), nullable=False),
-    Column("tag_lower", Text(), nullable=False, comment="Python str.lower() of tag"),
+    Column("tag", Utf8Text(), nullable=False),
+    Column("tag_lower", Utf8Text(), nullable=False, comment="Python str.lower() of tag"),
     sqlite_with_rowid=False,  # the primary key is the table: one B-tree, not two
 )
 
 
-def int_list(values: Iterable[int]) -> Select[Any]:
+def int_list(values: Iterable[int], dialect: Dialect) -> Select[Any]:
     """A subquery of integers passed as one parameter, for ``column.in_(...)``.
 
-    One JSON array instead of one bound parameter per value: no limit on how
-    many, and one statement shape for the cache.
+    One parameter instead of one per value: no limit on how many, and one
+    statement shape for the cache. SQLite reads a JSON array, PostgreSQL an array.
     """
-    return select(func.json_each(json.dumps(sorted(values))).table_valued("value"))
+    ordered = sorted(values)
+    if dialect.name == "postgresql":
+        return select(func.unnest(literal(ordered, ARRAY(BigInteger()))))
+    return select(func.json_each(json.dumps(ordered)).table_valued("value"))
 
 
-class contains(FunctionElement[bool]):  # noqa: N801  # reads as SQL: contains(haystack, needle)
-    """``needle`` occurs in ``haystack``, case-sensitively, as a plain substring.
+def contains(haystack: ColumnElement[str], needle: str) -> _Contains:
+    """``needle`` occurs in the column ``haystack``, case-sensitively, as a plain substring.
 
-    Unlike LIKE it has no wildcards and no escaping to get wrong.
+    Unlike LIKE it has no wildcards and no escaping to get wrong. The needle is
+    bound with the column's type, so it is stored the way the column is.
     """
+    return _Contains(haystack, literal(needle, haystack.type))
+
+
+class _Contains(FunctionElement[bool]):
+    """See :func:`contains`."""
 
     type = BooleanType()
     name = "contains"
     inherit_cache = True
 
 
-@compiles(contains, "sqlite")
-def _contains_sqlite(element: contains, compiler: SQLCompiler, **kw: Any) -> str:
+@compiles(_Contains, "sqlite")
+def _contains_sqlite(element: _Contains, compiler: SQLCompiler, **kw: Any) -> str:
     return f"(instr({compiler.process(element.clauses, **kw)}) > 0)"
 
 
-@compiles(contains, "postgresql")
-def _contains_postgresql(element: contains, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"(strpos({compiler.process(element.clauses, **kw)}) > 0)"
+@compiles(_Contains, "postgresql")
+def _contains_postgresql(element: _Contains, compiler: SQLCompiler, **kw: Any) -> str:
+    haystack, needle = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"(position({needle} IN {haystack}) > 0)"  # on bytes: see Utf8Text
 
 
 # --- the token index (see loopctl_memory.sql.index) ---------------------------
@@ -132,7 +146,7 @@ def _vocabulary(name: str, term: str, what: str, postings_name: str) -> tuple[Ta
         name,
         metadata,
         Column("id", _Seq, primary_key=True, autoincrement=True),
-        Column(term, Text(), nullable=False, unique=True, comment=what),
+        Column(term, Utf8Text(), nullable=False, unique=True, comment=what),
         Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
     )
     postings = Table(

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from loopctl_memory.sql.text import Utf8Text  # TEXT on SQLite, BYTEA on PostgreSQL
+
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
@@ -25,9 +27,9 @@ def upgrade() -> None:
         sa.Column("seq", _SEQ, autoincrement=True, nullable=False, comment="insertion order"),
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("category", sa.Text(), nullable=False),
-        sa.Column("memory", sa.Text(), nullable=False),
+        sa.Column("memory", Utf8Text(), nullable=False),
         sa.Column(
-            "memory_lower", sa.Text(), nullable=False, comment="Python str.lower() of memory"
+            "memory_lower", Utf8Text(), nullable=False, comment="Python str.lower() of memory"
         ),
         sa.Column("relevance", sa.Double(), nullable=False),
         sa.Column(
@@ -61,8 +63,8 @@ def upgrade() -> None:
         "tags",
         sa.Column("entry_seq", _SEQ, nullable=False),
         sa.Column("position", sa.Integer(), autoincrement=False, nullable=False),
-        sa.Column("tag", sa.Text(), nullable=False),
-        sa.Column("tag_lower", sa.Text(), nullable=False, comment="Python str.lower() of tag"),
+        sa.Column("tag", Utf8Text(), nullable=False),
+        sa.Column("tag_lower", Utf8Text(), nullable=False, comment="Python str.lower() of tag"),
         sa.ForeignKeyConstraint(
             ["entry_seq"],
             ["entries.seq"],

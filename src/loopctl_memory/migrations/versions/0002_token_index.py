@@ -12,6 +12,7 @@ from alembic import op
 
 from loopctl_memory.scoring import baseline_score
 from loopctl_memory.sql import index
+from loopctl_memory.sql.text import Utf8Text
 
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
@@ -49,7 +50,7 @@ def upgrade() -> None:
         op.create_table(
             vocabulary,
             sa.Column("id", _ID, autoincrement=True, nullable=False),
-            sa.Column(term, sa.Text(), nullable=False, comment=what),
+            sa.Column(term, Utf8Text(), nullable=False, comment=what),
             sa.Column(
                 "entries",
                 sa.BigInteger(),
