@@ -16,22 +16,21 @@ StoreFactory = Callable[[], Awaitable[AnyStore]]
 
 POSTGRES_URL_VARIABLE = "LOOPCTL_MEMORY_TEST_POSTGRES_URL"
 
+NEEDS_POSTGRES = pytest.mark.skipif(
+    not os.environ.get(POSTGRES_URL_VARIABLE),
+    reason=f"no PostgreSQL configured: set {POSTGRES_URL_VARIABLE} "
+    "(postgresql+asyncpg://...) or run .ci/run, which starts one",
+)
+
 BACKENDS = [
     "reference",
     "sqlite-memory",
     "sqlite-file",
-    pytest.param(
-        "postgresql",
-        marks=pytest.mark.skipif(
-            not os.environ.get(POSTGRES_URL_VARIABLE),
-            reason=f"no PostgreSQL configured: set {POSTGRES_URL_VARIABLE} "
-            "(postgresql+asyncpg://...) or run .ci/run, which starts one",
-        ),
-    ),
+    pytest.param("postgresql", marks=NEEDS_POSTGRES),
 ]
 
 
-async def _reset_postgres(url: str) -> None:
+async def reset_postgres(url: str) -> None:
     """Empty every table (migrating the database first if it is new), as a fresh store is."""
     async with open_store(url) as store, store.engine.begin() as connection:
         await connection.execute(
@@ -69,7 +68,7 @@ async def store_factory(backend: str, tmp_path: Path) -> AsyncIterator[StoreFact
         else:
             url = os.environ[POSTGRES_URL_VARIABLE]
             if not opened:
-                await _reset_postgres(url)
+                await reset_postgres(url)
             made = await open_store(url)
         opened.append(made)
         return made

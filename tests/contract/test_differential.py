@@ -56,18 +56,14 @@ from loopctl_memory import (
     open_store,
 )
 from loopctl_memory.sql import index, search
+from tests.conftest import NEEDS_POSTGRES, POSTGRES_URL_VARIABLE
 
 AnyStore = InMemoryStore | SqlMemoryStore
 
-POSTGRES_URL_VARIABLE = "LOOPCTL_MEMORY_TEST_POSTGRES_URL"
-_NO_POSTGRES = pytest.mark.skipif(
-    not os.environ.get(POSTGRES_URL_VARIABLE),
-    reason=f"no PostgreSQL configured: set {POSTGRES_URL_VARIABLE} (postgresql+asyncpg://...)",
-)
 SQL_BACKENDS = [
     "sqlite-memory",
     "sqlite-file",
-    pytest.param("postgresql", marks=_NO_POSTGRES),
+    pytest.param("postgresql", marks=NEEDS_POSTGRES),
 ]
 
 # --- an independent oracle, straight from builtin.rs --------------------------
@@ -846,7 +842,7 @@ def test_huge_limit_matches_reference(backend: str, limit: int) -> None:
     asyncio.run(run())
 
 
-@_NO_POSTGRES
+@NEEDS_POSTGRES
 @pytest.mark.parametrize(
     ("memory", "tags", "query"),
     [("a\x00b", [], "a"), ("a", ["\x00"], "a"), ("a", [], "\x00")],

@@ -17,6 +17,7 @@ import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
 from loopctl_memory.sql.store import SqlMemoryStore
+from tests.conftest import NEEDS_POSTGRES, POSTGRES_URL_VARIABLE, reset_postgres
 from tests.reliability.concurrent_worker import (
     BUSY_TIMEOUT,
     PER_WORKER,
@@ -25,6 +26,7 @@ from tests.reliability.concurrent_worker import (
 )
 
 WORKER = Path(__file__).with_name("concurrent_worker.py")
+BACKENDS = ["sqlite-file", pytest.param("postgresql", marks=NEEDS_POSTGRES)]
 CHILD_TIMEOUT = 120.0  # seconds; a hang fails the test instead of blocking the suite
 
 
@@ -49,15 +51,17 @@ def _duplicate_ids(path: Path) -> list[tuple[object, int]]:
 # --- 1. several processes writing one SQLite file at once ---
 
 
-async def _create_schema(path: Path) -> None:
-    async with open_store(path):
+async def _create_schema(target: str | Path) -> None:
+    if isinstance(target, str):
+        await reset_postgres(target)
+    async with open_store(target):
         pass
 
 
-async def _check_every_entry(path: Path) -> None:
+async def _check_every_entry(target: str | Path) -> None:
     expected = all_expected()
     assert WORKERS * PER_WORKER == len(expected)
-    async with open_store(path, busy_timeout=BUSY_TIMEOUT) as store:
+    async with open_store(target, busy_timeout=BUSY_TIMEOUT) as store:
         assert len(expected) == await store.count()
         stored_ids = [entry.id async for entry in store.iter_entries()]
         assert len(expected) == len(stored_ids)
@@ -66,8 +70,13 @@ async def _check_every_entry(path: Path) -> None:
             assert entry == await store.get(entry_id)
 
 
-def test_processes_writing_one_file_at_once_lose_nothing(tmp_path):
-    path = tmp_path / "memory.db"
+@pytest.mark.parametrize(
+    "backend", ["sqlite-file", pytest.param("postgresql", marks=NEEDS_POSTGRES)]
+)
+def test_processes_writing_one_database_at_once_lose_nothing(tmp_path, backend):
+    path: str | Path = (
+        tmp_path / "memory.db" if backend == "sqlite-file" else os.environ[POSTGRES_URL_VARIABLE]
+    )
     go_file = tmp_path / "go"
     asyncio.run(_create_schema(path))  # the schema exists before the writers race
     root = Path(__file__).resolve().parents[2]
@@ -104,9 +113,10 @@ def test_processes_writing_one_file_at_once_lose_nothing(tmp_path):
         assert "locked" not in err.lower()
         assert "Traceback" not in err
 
-    assert [("ok",)] == _integrity(path)
-    assert [] == _duplicate_ids(path)
-    asyncio.run(_check_every_entry(path))
+    if isinstance(path, Path):
+        assert [("ok",)] == _integrity(path)
+        assert [] == _duplicate_ids(path)
+    asyncio.run(_check_every_entry(path))  # exact count, every id once, every entry intact
 
 
 # --- 2. many tasks sharing one store inside one process ---
@@ -159,9 +169,15 @@ ORIGINALS = {
 }
 
 
-@pytest.fixture(params=[":memory:", "file"])
+@pytest.fixture(params=[":memory:", "file", pytest.param("postgresql", marks=NEEDS_POSTGRES)])
 async def shared_store(request, tmp_path):
-    target = ":memory:" if request.param == ":memory:" else tmp_path / "memory.db"
+    target: str | Path = {
+        ":memory:": ":memory:",
+        "file": tmp_path / "memory.db",
+        "postgresql": os.environ.get(POSTGRES_URL_VARIABLE, ""),
+    }[request.param]
+    if request.param == "postgresql":
+        await reset_postgres(str(target))
     async with open_store(target, busy_timeout=BUSY_TIMEOUT) as store:
         yield store
     if request.param == "file":
