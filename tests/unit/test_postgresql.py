@@ -89,7 +89,7 @@ async def test_pool_options_reach_the_engine(url):
 async def test_the_schema_matches_the_migrations_and_keeps_text_as_bytes(url):
     async with open_store(url) as store, store.engine.connect() as connection:
         await connection.run_sync(migrate.check)  # alembic check: no drift on PostgreSQL
-        types = dict(
+        types: dict[str, str] = dict(
             (
                 await connection.execute(
                     text(
