@@ -43,8 +43,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import text
+
 from benchmarks import baselines, workloads
-from loopctl_memory import InMemoryStore, MemoryEntry, open_store
+from loopctl_memory import InMemoryStore, MemoryEntry, migrate, open_store
 
 LIMIT = 5
 ROOT = baselines.ROOT
@@ -98,7 +100,9 @@ def _peak_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
-async def _serve(db: Path, queries: list[str], warmup: int, guard: int, budget: float) -> object:
+async def _serve(
+    db: str | Path, queries: list[str], warmup: int, guard: int, budget: float
+) -> object:
     async with open_store(db) as store:
         for query in queries[:warmup]:
             await store.retrieve(query, LIMIT)
@@ -122,7 +126,8 @@ def serve_main(argv: Sequence[str]) -> None:
     """The child: ``_serve DB QUERIES_JSON WARMUP GUARD BUDGET``; prints JSON on stdout."""
     db, queries_file, warmup, guard, budget = argv
     queries = json.loads(Path(queries_file).read_text(encoding="utf-8"))
-    report = asyncio.run(_serve(Path(db), queries, int(warmup), int(guard), float(budget)))
+    target = db if "://" in db else Path(db)
+    report = asyncio.run(_serve(target, queries, int(warmup), int(guard), float(budget)))
     print(json.dumps(report))
 
 
@@ -136,12 +141,12 @@ class Served:
     peak_rss_mb: float
 
 
-def serve(db: Path, queries: list[str], warmup: int, guard: int, budget: float) -> Served:
+def serve(db: str | Path, queries: list[str], options: Options, scratch: Path) -> Served:
     """Run the serving phase in a fresh interpreter, so its peak RSS is the server's alone."""
-    queries_file = db.with_name("queries.json")
+    queries_file = scratch / "queries.json"
     queries_file.write_text(json.dumps(queries), encoding="utf-8")
     command = [sys.executable, "-m", "benchmarks.run", SERVE, str(db), str(queries_file)]
-    command += [str(warmup), str(guard), str(budget)]
+    command += [str(options.warmup), str(options.guard), str(options.serve_budget)]
     completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise SystemExit(f"the serving process failed:\n{completed.stderr}")
@@ -168,6 +173,7 @@ class Options:
     single_stores: int
     serve_budget: float
     rust: Path | None
+    postgresql: str | None = None
 
 
 @dataclass(slots=True)
@@ -194,6 +200,11 @@ class Row:
     db_mb: float = math.nan
     raw_db_mb: float = math.nan
     peak_rss_mb: float = math.nan
+    pg_store_us: float = math.nan
+    pg_store_many_rps: float = math.nan
+    pg_p50_ms: float = math.nan
+    pg_p95_ms: float = math.nan
+    pg_consolidate_s: float = math.nan
 
 
 class WrongAnswerError(Exception):
@@ -205,7 +216,7 @@ def _files_mb(db: Path) -> float:
     return sum(path.stat().st_size for path in paths if path.exists()) / 2**20
 
 
-async def _store_many(db: Path, entries: Sequence[MemoryEntry], batch: int) -> float:
+async def _store_many(db: str | Path, entries: Sequence[MemoryEntry], batch: int) -> float:
     async with open_store(db) as store:
         began = time.perf_counter()
         for start in range(0, len(entries), batch):
@@ -218,7 +229,7 @@ async def _store_many(db: Path, entries: Sequence[MemoryEntry], batch: int) -> f
 
 
 async def _consolidate_then_store(
-    db: Path, expected_pruned: int, extra: Sequence[MemoryEntry], warmup: int
+    db: str | Path, expected_pruned: int, extra: Sequence[MemoryEntry], warmup: int
 ) -> tuple[float, float]:
     """Seconds to consolidate, then the median µs of single ``store`` calls."""
     async with open_store(db) as store:
@@ -290,7 +301,7 @@ def measure(workload: str, size: int, options: Options, scratch: Path) -> Row:
     )
 
     _log(f"{label}: serving {len(queries)} queries in a child process")
-    served = serve(db, queries, options.warmup, options.guard, options.serve_budget)
+    served = serve(db, queries, options, scratch)
     if served.count != size:
         raise WrongAnswerError(f"{label}: the serving process counted {served.count} entries")
     row.p50_ms = statistics.median(served.timings) * 1e3
@@ -313,6 +324,17 @@ def measure(workload: str, size: int, options: Options, scratch: Path) -> Row:
         row.rust_ms, row.rust_borrowed_ms = rust.literal_ms, rust.borrowed_ms
 
     extra = workloads.extra_entries(workload, size, options.warmup + options.single_stores)
+    if options.postgresql is not None:
+        _measure_postgresql(
+            row,
+            options.postgresql,
+            entries=entries,
+            queries=queries,
+            expected=expected,
+            extra=extra,
+            options=options,
+        )
+        _log(f"{label}: back to SQLite")
     del entries
     gc.collect()
     _log(f"{label}: consolidate, then {options.single_stores} single stores")
@@ -323,6 +345,41 @@ def measure(workload: str, size: int, options: Options, scratch: Path) -> Row:
     row.raw_store_us = asyncio.run(baselines.raw_single_inserts(raw_db, extra, options.warmup))
     _log(f"{label}: done")
     return row
+
+
+async def _empty_postgresql(url: str) -> None:
+    """Drop our schema (every entry) from the scratch database; open_store recreates it."""
+    async with open_store(url) as stale, stale.engine.connect() as connection:
+        await connection.run_sync(migrate.upgrade_to, "base")
+
+
+def _measure_postgresql(
+    row: Row,
+    url: str,
+    *,
+    entries: Sequence[MemoryEntry],
+    queries: list[str],
+    expected: list[list[str]],
+    extra: Sequence[MemoryEntry],
+    options: Options,
+) -> None:
+    """The same loads, queries and guard on PostgreSQL, into the ``pg_*`` figures of ``row``."""
+    label = f"{row.workload} {size_label(row.size)} on PostgreSQL"
+    asyncio.run(_empty_postgresql(url))
+    _log(f"{label}: store_many in batches of {options.batch}")
+    row.pg_store_many_rps = asyncio.run(_store_many(url, entries, options.batch))
+    _log(f"{label}: serving {len(queries)} queries in a child process")
+    with tempfile.TemporaryDirectory(prefix="loopctl-bench-pg-") as scratch:
+        served = serve(url, queries, options, Path(scratch))
+    _check_answers(label, queries[: len(expected)], expected, served.answers)
+    row.pg_p50_ms = statistics.median(served.timings) * 1e3
+    row.pg_p95_ms = _p(served.timings, 95) * 1e3
+    expected_pruned = sum(1 for entry in entries if entry.relevance < 0.05)
+    _log(f"{label}: consolidate, then {options.single_stores} single stores")
+    row.pg_consolidate_s, row.pg_store_us = asyncio.run(
+        _consolidate_then_store(url, expected_pruned, extra, options.warmup)
+    )
+    asyncio.run(_empty_postgresql(url))
 
 
 # --- the report -----------------------------------------------------------
@@ -390,6 +447,44 @@ def table(rows: Sequence[Row]) -> str:
             _num(row.consolidate_s, 3),
             f"{_num(row.db_mb)} ({_num(row.raw_db_mb)})",
             _num(row.peak_rss_mb, 0),
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+PG_COLUMNS = (
+    "workload",
+    "size",
+    "store µs SQLite",
+    "store µs PostgreSQL",
+    "store_many rows/s SQLite",
+    "store_many rows/s PostgreSQL",
+    "retrieve p50 ms SQLite",
+    "retrieve p50 ms PostgreSQL",
+    "retrieve p95 ms SQLite",
+    "retrieve p95 ms PostgreSQL",
+    "consolidate s SQLite",
+    "consolidate s PostgreSQL",
+)
+
+
+def postgresql_table(rows: Sequence[Row]) -> str:
+    """SQLite's figures beside PostgreSQL's, for the rows measured on both."""
+    lines = ["| " + " | ".join(PG_COLUMNS) + " |", "|" + "---|" * len(PG_COLUMNS)]
+    for row in rows:
+        cells = (
+            row.workload,
+            size_label(row.size),
+            _num(row.store_us, 0),
+            _num(row.pg_store_us, 0),
+            _num(row.store_many_rps, 0),
+            _num(row.pg_store_many_rps, 0),
+            _num(row.p50_ms, 2),
+            _num(row.pg_p50_ms, 2),
+            _num(row.p95_ms, 2),
+            _num(row.pg_p95_ms, 2),
+            _num(row.consolidate_s, 3),
+            _num(row.pg_consolidate_s, 3),
         )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -530,6 +625,29 @@ def notes(rows: Sequence[Row], options: Options, rust_note: str) -> str:
     )
 
 
+def _postgresql_section(rows: Sequence[Row], options: Options) -> list[str]:
+    if options.postgresql is None:
+        return []
+    return [
+        "## PostgreSQL beside SQLite",
+        "",
+        postgresql_table(rows),
+        "",
+        "- The same entries, queries (and correctness guard), consolidation and single stores,"
+        f" on {_server_version(options.postgresql)} on this machine, over TCP on 127.0.0.1;"
+        " SQLite is the file store of the table above.",
+        "",
+    ]
+
+
+def _server_version(url: str) -> str:
+    async def ask() -> str:
+        async with open_store(url) as store, store.engine.connect() as connection:
+            return str((await connection.execute(text("SHOW server_version"))).scalar_one())
+
+    return f"PostgreSQL {asyncio.run(ask()).split()[0]}"
+
+
 def machine() -> str:
     """nproc, CPU, Python, SQLite, OS."""
     cpu = "unknown CPU"
@@ -588,6 +706,7 @@ def report(rows: Sequence[Row], options: Options, rust_note: str, version: tuple
         "",
         notes(rows, options, rust_note),
         "",
+        *_postgresql_section(rows, options),
         "## Targets",
         "",
         targets(rows),
@@ -638,9 +757,10 @@ def _parser() -> argparse.ArgumentParser:
         help="stop timing retrieve after this many seconds (once the guard ran; default 60)",
     )
     add(
-        "--backend",
-        default="sqlite-file",
-        help="sqlite-file (default); a postgresql:// URL is reserved for a future PostgreSQL run",
+        "--postgresql",
+        metavar="URL",
+        help="also measure on this PostgreSQL database (postgresql+asyncpg://...); it is a"
+        " scratch database: the store's tables in it are dropped",
     )
     add("--no-rust", action="store_true", help="skip the compiled Rust reference")
     add("--out", type=Path, help="also write the report (markdown) to this file")
@@ -655,10 +775,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     parser = _parser()
     args = parser.parse_args(arguments)
-    if args.backend.startswith("postgres"):
-        parser.error("--backend postgresql://...: a placeholder, not implemented yet")
-    if args.backend != "sqlite-file":
-        parser.error(f"unknown backend {args.backend!r}")
+    if args.postgresql is not None and not args.postgresql.startswith("postgresql"):
+        parser.error("--postgresql takes a postgresql+asyncpg://user@host/database URL")
     if args.guard < 1 or args.queries < args.guard:
         parser.error("need 1 <= --guard <= --queries")
     rust, rust_note = (None, "skipped (--no-rust)") if args.no_rust else baselines.rust_reference()
@@ -672,6 +790,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         single_stores=args.single_stores,
         serve_budget=args.serve_budget,
         rust=rust,
+        postgresql=args.postgresql,
     )
     rows = []
     version = code_version()
