@@ -22,6 +22,9 @@ NEEDS_POSTGRES = pytest.mark.skipif(
     "(postgresql+asyncpg://...) or run .ci/run, which starts one",
 )
 
+SHARED_BACKENDS = ["sqlite-file", pytest.param("postgresql", marks=NEEDS_POSTGRES)]
+"""The backends several processes can open at once."""
+
 BACKENDS = [
     "reference",
     "sqlite-memory",

@@ -17,7 +17,11 @@ import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
 from loopctl_memory.sql.store import SqlMemoryStore
-from tests.conftest import NEEDS_POSTGRES, POSTGRES_URL_VARIABLE, reset_postgres
+from tests.conftest import (
+    NEEDS_POSTGRES,
+    POSTGRES_URL_VARIABLE,
+    reset_postgres,
+)
 from tests.reliability.concurrent_worker import (
     BUSY_TIMEOUT,
     PER_WORKER,
@@ -26,7 +30,6 @@ from tests.reliability.concurrent_worker import (
 )
 
 WORKER = Path(__file__).with_name("concurrent_worker.py")
-BACKENDS = ["sqlite-file", pytest.param("postgresql", marks=NEEDS_POSTGRES)]
 CHILD_TIMEOUT = 120.0  # seconds; a hang fails the test instead of blocking the suite
 
 

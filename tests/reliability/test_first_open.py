@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from loopctl_memory import open_store
+from loopctl_memory import migrate, open_store
 from loopctl_memory.sql import store as store_module
+from tests.conftest import POSTGRES_URL_VARIABLE
 
 OPENER = """
 import asyncio, os, sys, time
@@ -35,9 +36,17 @@ ROUNDS = 2
 
 @pytest.mark.slow
 @pytest.mark.parametrize("round_number", range(ROUNDS))
-def test_processes_creating_one_new_file_together_all_succeed(round_number, tmp_path):
-    """Switching a new file to WAL needs it alone; the others must wait, not fail."""
-    database, go = tmp_path / f"new-{round_number}.db", tmp_path / "go"
+@pytest.mark.parametrize(
+    "backend", ["sqlite-file", pytest.param("postgresql", marks=NEEDS_POSTGRES)]
+)
+def test_processes_creating_one_new_database_together_all_succeed(round_number, backend, tmp_path):
+    """SQLite: switching a new file to WAL needs it alone; PostgreSQL: every opener
+    finds no schema and migrates. The others must wait, not fail."""
+    database: str | Path = tmp_path / f"new-{round_number}.db"
+    if backend == "postgresql":
+        database = os.environ[POSTGRES_URL_VARIABLE]
+        asyncio.run(_drop_schema(database))
+    go = tmp_path / "go"
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     children = [
@@ -63,9 +72,15 @@ def test_processes_creating_one_new_file_together_all_succeed(round_number, tmp_
     assert PROCESSES == asyncio.run(_count(database))
 
 
-async def _count(database: Path) -> int:
+async def _count(database: str | Path) -> int:
     async with open_store(database) as store:
         return await store.count()
+
+
+async def _drop_schema(url: str) -> None:
+    async with open_store(url) as store, store.engine.connect() as connection:
+        await connection.run_sync(migrate.upgrade_to, "base")
+        assert await connection.run_sync(migrate.current) is None
 
 
 def test_opening_waits_for_a_writer_before_switching_to_wal(tmp_path, monkeypatch):
