@@ -14,7 +14,7 @@ import pytest
 
 from loopctl_memory import migrate, open_store
 from loopctl_memory.sql import store as store_module
-from tests.conftest import POSTGRES_URL_VARIABLE
+from tests.conftest import POSTGRES_URL_VARIABLE, SHARED_BACKENDS
 
 OPENER = """
 import asyncio, os, sys, time
@@ -36,9 +36,7 @@ ROUNDS = 2
 
 @pytest.mark.slow
 @pytest.mark.parametrize("round_number", range(ROUNDS))
-@pytest.mark.parametrize(
-    "backend", ["sqlite-file", pytest.param("postgresql", marks=NEEDS_POSTGRES)]
-)
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
 def test_processes_creating_one_new_database_together_all_succeed(round_number, backend, tmp_path):
     """SQLite: switching a new file to WAL needs it alone; PostgreSQL: every opener
     finds no schema and migrates. The others must wait, not fail."""
