@@ -52,6 +52,7 @@ _WORDS_PER_TERM = 60  # SQLite's parser limits expression depth to 1000
 FIRST_CHUNK = 256
 """Rows the first step of the walk reads (more for a larger limit)."""
 _MAX_CHUNK = 16_384
+_FILTERED_CHUNK = 16
 _MAX_SEQ = 2**63 - 1
 
 
@@ -143,15 +144,21 @@ def top_candidates(
     cursor: tuple[float, int] | None = None
     chunk = min(max(FIRST_CHUNK, 4 * limit), _MAX_CHUNK)
     while True:
+        floor = None
+        if best.full:
+            # Few rows pass the floor; return them a few at a time so that each
+            # raises the floor for the rest of the scan.
+            floor = _Floor.of(best, query.word_count, bound_matches, bound_tag)
+            chunk = max(limit, _FILTERED_CHUNK)
         rows = _next_rows(
-            connection, query, cursor, chunk, test_words=test_words, test_tag=tag_dense
+            connection, query, cursor, chunk, test_words=test_words, test_tag=tag_dense, floor=floor
         )
         stats.walked += len(rows)
         for seq, relevance, matches, tagged in rows:
             if seq not in checked:
                 best.offer(exact(relevance, matches, tagged), seq)
         if len(rows) < chunk:
-            return best.result()  # the table is exhausted
+            return best.result()  # nothing left that could reach the limit-th score
         last_relevance, last_seq = rows[-1][1], rows[-1][0]
         cursor = (last_relevance, last_seq)
         if best.full:
@@ -164,6 +171,32 @@ def top_candidates(
                     return best.result()
                 cursor = (last_relevance, _MAX_SEQ)  # skip to the next relevance
         chunk = min(2 * chunk, _MAX_CHUNK)
+
+
+# The binary32 score differs from the same sum in binary64 by a few units in the
+# last place (< 1e-6 for scores below 2); the SQL filter keeps this much more.
+_SCORE_MARGIN = 1e-5
+
+
+@dataclass(frozen=True, slots=True)
+class _Floor:
+    """What a walked row needs to reach the limit-th score, widened by ``_SCORE_MARGIN``.
+
+    ``score`` is tested in SQL (in binary64) so the rows that cannot reach it are
+    never read; ``relevance`` bounds the index range: below it even the best case
+    (every dense word, the tag bonus if possible) stays under the score.
+    """
+
+    score: float
+    relevance: float
+    word_count: int
+
+    @classmethod
+    def of(cls, best: _Best, word_count: int, bound_matches: int, bound_tag: bool) -> _Floor:
+        kth_score, _ = best.worst()
+        floor = kth_score - _SCORE_MARGIN
+        rest = 0.4 * bound_matches / max(word_count, 1) + (0.3 if bound_tag else 0.0) + 0.1
+        return cls(floor, (floor - rest) / 0.5, max(word_count, 1))
 
 
 @dataclass(slots=True)
@@ -351,22 +384,34 @@ def _next_rows(
     *,
     test_words: bool,
     test_tag: bool,
+    floor: _Floor | None = None,
 ) -> list[tuple[int, float, int, bool]]:
-    """The next ``count`` entries in (relevance desc, seq asc) order after ``cursor``."""
-    columns = (
-        entries.c.seq,
-        entries.c.relevance,
-        _tagged_column(query.text) if test_tag else literal(False),
-        *(_matches_column(query) if test_words else [literal(0)]),
-    )
+    """The next ``count`` entries in (relevance desc, seq asc) order after ``cursor``.
+
+    With a ``floor``, only entries that may reach its score, down to its relevance.
+    """
+    tagged = _tagged_column(query.text) if test_tag else literal(False)
+    matches = _matches_column(query) if test_words else [literal(0)]
+    columns = (entries.c.seq, entries.c.relevance, tagged, *matches)
+    conditions: list[ColumnElement[bool]] = []
+    if floor is not None:
+        total = matches[0]
+        for column in matches[1:]:
+            total = total + column
+        # 0.5·relevance + 0.4·matches/n + 0.3·tag + 0.1 >= score, solved for relevance:
+        # no arithmetic on relevance itself, which PostgreSQL refuses to underflow.
+        tag_bonus = case((tagged, 0.6), else_=0.0) if test_tag else literal(0.0)
+        needed = 2 * (floor.score - 0.1) - (0.8 / floor.word_count) * total - tag_bonus
+        conditions += [entries.c.relevance >= floor.relevance, entries.c.relevance >= needed]
     order = (entries.c.relevance.desc(), entries.c.seq)
     if cursor is None:
-        return _scored_rows(connection, select(*columns).order_by(*order).limit(count))
+        statement = select(*columns).where(*conditions).order_by(*order).limit(count)
+        return _scored_rows(connection, statement)
     relevance, seq = cursor
     rows = _scored_rows(
         connection,
         select(*columns)
-        .where(entries.c.relevance == relevance, entries.c.seq > seq)
+        .where(entries.c.relevance == relevance, entries.c.seq > seq, *conditions)
         .order_by(entries.c.seq)
         .limit(count),
     )
@@ -374,7 +419,7 @@ def _next_rows(
         rows += _scored_rows(
             connection,
             select(*columns)
-            .where(entries.c.relevance < relevance)
+            .where(entries.c.relevance < relevance, *conditions)
             .order_by(*order)
             .limit(count - len(rows)),
         )
