@@ -122,6 +122,14 @@ def _check_created_at(created_at: object) -> None:
             raise InvalidEntryError(f"created_at {created_at} is out of range in UTC") from None
 
 
+def _shown(number: object) -> str:
+    """A number for a message; an int too long for str() is described instead."""
+    try:
+        return repr(number)
+    except ValueError:  # ints beyond sys.get_int_max_str_digits()
+        return f"an integer of about {int.bit_length(number) * 3 // 10:,} digits"  # type: ignore[arg-type]
+
+
 def check_entry(entry: object) -> MemoryEntry:
     """Check every field of ``entry`` and return it, unchanged.
 
@@ -156,15 +164,17 @@ def check_entry(entry: object) -> MemoryEntry:
     ):
         raise InvalidEntryError(f"relevance must be a number, not {type(relevance).__name__}")
     if not (0.0 <= relevance <= 1.0):  # NaN fails every comparison
-        raise InvalidEntryError(f"relevance must be a finite number in [0, 1], got {relevance}")
+        raise InvalidEntryError(
+            f"relevance must be a finite number in [0, 1], got {_shown(relevance)}"
+        )
     if type(entry.id) is not uuid.UUID and not isinstance(entry.id, uuid.UUID):
         raise InvalidEntryError(f"id must be a uuid.UUID, not {type(entry.id).__name__}")
     _check_created_at(entry.created_at)
     count = entry.access_count
     if type(count) is not int and (isinstance(count, bool) or not isinstance(count, int)):
-        raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {count!r}")
+        raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {_shown(count)}")
     if not 0 <= count <= _INT64_MAX:
-        raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {count!r}")
+        raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {_shown(count)}")
     if type(entry.validated) is not bool:  # bool cannot be subclassed
         raise InvalidEntryError(f"validated must be a bool, not {type(entry.validated).__name__}")
     return entry

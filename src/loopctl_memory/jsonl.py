@@ -126,6 +126,10 @@ def _loads_strictly_as_stdlib(line: str | bytes) -> Any:
         raise InvalidEntryError(f"not valid UTF-8: {exc.reason}") from None
     except json.JSONDecodeError as exc:
         raise InvalidEntryError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise InvalidEntryError("not a valid entry: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer longer than Python reads from text
+        raise InvalidEntryError(f"not a valid entry: {exc}") from None
 
 
 def _describe_keys(keys: Any) -> str:

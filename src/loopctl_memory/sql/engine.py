@@ -114,7 +114,8 @@ def create_engine(
     writes in READ COMMITTED after taking one advisory lock, so writers queue
     (up to ``busy_timeout``) exactly as on SQLite and ids grow in commit order.
     """
-    options: dict[str, Any] = {"echo": echo}
+    # Parameters carry memory text: never in logs (even with echo) nor in error messages.
+    options: dict[str, Any] = {"echo": echo, "hide_parameters": True}
     if target.is_sqlite:
         options["connect_args"] = {"timeout": busy_timeout, "check_same_thread": False}
         # Every unit of work ends in COMMIT or ROLLBACK, so the pool's reset is a wasted round trip.
