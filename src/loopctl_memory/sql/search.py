@@ -23,7 +23,9 @@ the ``limit``-th candidate nor tie it with a smaller seq.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -199,89 +201,87 @@ class _Floor:
         return cls(floor, (floor - rest) / 0.5, max(word_count, 1))
 
 
-@dataclass(slots=True)
-class _Word:
-    scanned_through: int  # the highest token id already tested for this word
-    token_ids: list[int] | None  # None: the word is dense
-
-
 class Vocabulary:
-    """What a store has learned about query words: their tokens, or that they are dense.
+    """The token vocabulary in memory, for finding the tokens that contain a word.
 
-    Valid for the life of a database's token table: token ids only ever grow, so
-    new tokens are found by scanning ids above what was seen, and a word's entry
-    count only grows, so a dense word stays dense. Open a new store after
-    rebuilding the schema underneath one.
+    Every token followed by a newline, in one string: a word has no whitespace,
+    so each place ``str.find`` finds it lies inside exactly one token. Tokens
+    are only ever added, with growing ids, so the copy is brought up to date by
+    reading the ids above the last one seen. A word once found dense stays dense
+    (entry counts only grow). Open a new store after rebuilding the schema
+    underneath one.
     """
 
-    MAX_WORDS = 50_000
+    MAX_DENSE = 50_000
 
     def __init__(self) -> None:
-        self.words: dict[str, _Word] = {}
+        self._text = ""
+        self._starts = array("q")  # where each token starts in _text
+        self._ids = array("q")  # its id
+        self._loaded_through = 0
+        self.dense: set[str] = set()
 
-    def start_query(self) -> None:
-        """Forget everything if too many words are kept (never in the middle of a query)."""
-        if len(self.words) >= self.MAX_WORDS:
-            self.words.clear()
+    def refresh(self, connection: Connection) -> None:
+        """Read the tokens added since the last refresh (visible to this transaction)."""
+        rows = connection.execute(
+            select(tokens.c.id, tokens.c.token)
+            .where(tokens.c.id > self._loaded_through)
+            .order_by(tokens.c.id)
+        ).all()
+        # Another search may have read some of them while this one waited.
+        fresh = [(term_id, token) for term_id, token in rows if term_id > self._loaded_through]
+        if not fresh:
+            return
+        offset = len(self._text)
+        for term_id, token in fresh:
+            self._starts.append(offset)
+            self._ids.append(term_id)
+            offset += len(token) + 1
+        self._text += "".join(f"{token}\n" for _, token in fresh)
+        self._loaded_through = fresh[-1][0]
+        if len(self.dense) >= self.MAX_DENSE:
+            self.dense.clear()
+
+    def tokens_containing(self, word: str) -> list[int]:
+        """The ids of every loaded token that contains ``word``."""
+        found: list[int] = []
+        text, starts = self._text, self._starts
+        position = text.find(word)
+        while position != -1:
+            number = bisect.bisect_right(starts, position) - 1
+            found.append(self._ids[number])
+            following = number + 1  # the next token: one id per token, however often
+            if following == len(starts):
+                break
+            position = text.find(word, starts[following])
+        return found
 
 
 def _classify_words(
     connection: Connection, query: ParsedQuery, vocabulary: Vocabulary
 ) -> tuple[list[str], list[int], int]:
     """The selective words, their token ids, and the total weight of the dense words."""
-    top_id = int(connection.execute(select(func.coalesce(func.max(tokens.c.id), 0))).scalar_one())
-    vocabulary.start_query()
-    for word in query.words:
-        if word not in vocabulary.words:
-            # Assume selective: one scan finds its tokens, and their counts say if it is dense.
-            vocabulary.words[word] = _Word(0, [])
-    _find_new_tokens(connection, query.words, vocabulary, top_id)
+    vocabulary.refresh(connection)
+    candidates = {
+        word: vocabulary.tokens_containing(word)
+        for word in query.words
+        if word not in vocabulary.dense
+    }
+    counts = _entry_counts(connection, {i for ids in candidates.values() for i in ids})
     selective: list[str] = []
     token_ids: list[int] = []
     dense_weight = 0
-    known_ids = {i for w in query.words for i in (vocabulary.words[w].token_ids or ())}
-    counts = _entry_counts(connection, known_ids)
     for word, weight in zip(query.words, query.weights, strict=True):
-        known = vocabulary.words[word]
-        if known.token_ids is not None and (
-            sum(counts.get(i, 0) for i in known.token_ids) > SELECTIVE_MAX
-        ):
-            known.token_ids = None  # it has grown dense
-        if known.token_ids is None:
+        ids = candidates.get(word)
+        if ids is not None and sum(counts.get(i, 0) for i in ids) > SELECTIVE_MAX:
+            vocabulary.dense.add(word)
+            ids = None
+        if ids is None:
             dense_weight += weight
         else:
             selective.append(word)
-            token_ids.extend(known.token_ids)
+            token_ids.extend(ids)
     return selective, token_ids, dense_weight
-
-
-def _find_new_tokens(
-    connection: Connection, words: Sequence[str], vocabulary: Vocabulary, top_id: int
-) -> None:
-    """Add the tokens with ids up to ``top_id`` not yet tested to each selective word."""
-    pending = [
-        word
-        for word in words
-        if vocabulary.words[word].token_ids is not None
-        and vocabulary.words[word].scanned_through < top_id
-    ]
-    for group, _ in _word_groups(pending, (1,) * len(pending)):
-        since = min(vocabulary.words[word].scanned_through for word in group)
-        found = connection.execute(
-            select(tokens.c.id, *(contains(tokens.c.token, word) for word in group)).where(
-                tokens.c.id > since,
-                tokens.c.id <= top_id,
-                or_(*(contains(tokens.c.token, word) for word in group)),
-            )
-        ).all()
-        for position, word in enumerate(group, start=1):
-            known = vocabulary.words[word]
-            if known.token_ids is None:  # pragma: no cover - pending holds selective words only
-                continue
-            known.token_ids.extend(
-                row[0] for row in found if row[position] and row[0] > known.scanned_through
-            )
-            known.scanned_through = top_id
 
 
 def _entry_counts(connection: Connection, token_ids: set[int]) -> dict[int, int]:
