@@ -677,7 +677,7 @@ def stats(settings: _Settings, as_json: bool) -> None:
             file = settings.sqlite_file()
             return StoreStats(
                 database=store.target if file is None else str(file.resolve()),
-                size_bytes=database_size(file),
+                size_bytes=database_size(file) if file else await store.storage_bytes(),
                 schema_revision=await store.schema_revision(),
                 summary=await store.summary(),
             )
@@ -689,10 +689,8 @@ def stats(settings: _Settings, as_json: bool) -> None:
         _console().print(stats_view(found))
 
 
-def database_size(file: Path | None) -> int | None:
-    """The bytes a SQLite file takes, with its write-ahead log; None for anything else."""
-    if file is None:
-        return None
+def database_size(file: Path) -> int:
+    """The bytes a SQLite file takes, with its write-ahead log."""
     parts = (file, file.with_name(f"{file.name}-wal"))
     return sum(part.stat().st_size for part in parts if part.exists())
 

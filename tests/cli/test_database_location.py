@@ -66,7 +66,8 @@ def test_memory_is_a_throwaway_database_for_every_command(invoke):
     assert 0 == searched.exit_code, searched.output
     assert [] == json.loads(searched.stdout)
     stats = json.loads(invoke("--db", ":memory:", "stats", "--json").stdout)
-    assert (":memory:", None, 0) == (stats["database"], stats["size_bytes"], stats["entries"])
+    assert (":memory:", 0) == (stats["database"], stats["entries"])
+    assert stats["size_bytes"] > 0  # the empty schema's pages
 
 
 def test_a_sqlite_url_works_like_a_path(invoke, tmp_path):

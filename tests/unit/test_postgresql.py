@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 
@@ -124,6 +125,9 @@ def test_the_cli_migrates_and_uses_a_postgresql_url(url):
     found = runner.invoke(cli, ["--db", url, "search", "worker", "--json"])
     assert 0 == found.exit_code, found.output
     assert "shared by every worker" in found.output
-    stats = runner.invoke(cli, ["--db", url, "stats"])
+    stats = runner.invoke(cli, ["--db", url, "stats", "--json"])
     assert 0 == stats.exit_code, stats.output
-    assert "postgresql" in stats.output
+    reported = json.loads(stats.output)
+    assert reported["database"].startswith("postgresql+asyncpg://")
+    assert reported["size_bytes"] > 8192  # the tables and indexes on the server
+    assert 1 == reported["entries"]

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, select
+from sqlalchemy import and_, case, column, delete, func, select, table
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.scoring import PRUNE_THRESHOLD, ParsedQuery
 from loopctl_memory.sql import index, search
-from loopctl_memory.sql.tables import entries, tags
+from loopctl_memory.sql.tables import entries, metadata, tags
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -250,6 +250,30 @@ async def summarise(connection: AsyncConnection) -> Summary:
     bins.append(func.coalesce(func.sum(case((relevance >= 0.9, 1), else_=0)), 0))
     histogram = [int(n) for n in (await connection.execute(select(*bins))).one()]
     return Summary(sum(by_category.values()), by_category, histogram)
+
+
+async def storage_bytes(connection: AsyncConnection) -> int:
+    """Bytes the store's tables and indexes take in the database."""
+    if connection.dialect.name == "postgresql":
+        total = func.coalesce(func.sum(func.pg_total_relation_size(_pg_class.c.oid)), 0)
+        statement = select(total).where(
+            _pg_class.c.relkind == "r",
+            _pg_class.c.relname.in_([*metadata.tables, "alembic_version"]),
+            _pg_class.c.relnamespace
+            == select(_pg_namespace.c.oid)
+            .where(_pg_namespace.c.nspname == func.current_schema())
+            .scalar_subquery(),
+        )
+        return int((await connection.execute(statement)).scalar_one())
+    pages = (await connection.exec_driver_sql("PRAGMA page_count")).scalar_one()
+    page_size = (await connection.exec_driver_sql("PRAGMA page_size")).scalar_one()
+    return int(pages) * int(page_size)
+
+
+_pg_class = table(
+    "pg_class", column("oid"), column("relname"), column("relkind"), column("relnamespace")
+)
+_pg_namespace = table("pg_namespace", column("oid"), column("nspname"))
 
 
 async def top_candidates(

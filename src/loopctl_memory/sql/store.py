@@ -215,6 +215,10 @@ class SqlMemoryStore:
         """Count the entries: in all, by category, and in ten relevance bins."""
         return await self._run("summary", repository.summarise, write=False)
 
+    async def storage_bytes(self) -> int:
+        """Bytes the store's tables and indexes take (a SQLite file's write-ahead log excluded)."""
+        return await self._run("measure the database", repository.storage_bytes, write=False)
+
     async def schema_revision(self) -> str | None:
         """The alembic revision the database is at."""
         self._check_open()
