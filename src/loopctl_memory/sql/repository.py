@@ -8,6 +8,7 @@ candidates and ``loopctl_memory.scoring`` ranks them.
 from __future__ import annotations
 
 import functools
+import sqlite3
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -163,18 +164,48 @@ def _insert_one_sql() -> str:
 
 
 async def insert_one_sqlite(driver: Any, entry: MemoryEntry) -> int:
-    """Insert one checked entry on a raw aiosqlite connection inside a transaction; return its seq.
+    """Store one checked entry on a raw aiosqlite connection in its own transaction; its seq.
 
-    The single-store fast path: two statements (one without tags), no SQLAlchemy
-    round trips. The caller owns the transaction.
+    The single-store fast path: ``BEGIN IMMEDIATE``, the entry, its tags and
+    ``COMMIT`` run as one call in the driver's thread where aiosqlite allows
+    it (one hop instead of four: the hops are most of a single store's time),
+    else as four awaited calls. Either way all of it commits or none of it.
     """
     entry_rows, tag_rows = _rows([entry], 0, native=False)
-    cursor = await driver.execute(_insert_one_sql(), entry_rows[0][1:])
-    seq = int(cursor.lastrowid)
-    if tag_rows:
-        _, tag_sql = _insert_sql("qmark")
-        await driver.executemany(tag_sql, [(seq, *row[1:]) for row in tag_rows])
+    run_in_thread = getattr(driver, "_execute", None)  # aiosqlite's own; not public API
+    if run_in_thread is not None and hasattr(driver, "_conn"):
+        seq: int = await run_in_thread(_insert_one_blocking, driver._conn, entry_rows[0], tag_rows)
+        return seq
+    await driver.execute("BEGIN IMMEDIATE")
+    try:
+        cursor = await driver.execute(_insert_one_sql(), entry_rows[0][1:])
+        seq = int(cursor.lastrowid)
+        if tag_rows:
+            _, tag_sql = _insert_sql("qmark")
+            await driver.executemany(tag_sql, [(seq, *row[1:]) for row in tag_rows])
+        await driver.execute("COMMIT")
+    except BaseException:
+        if driver.in_transaction:
+            await driver.execute("ROLLBACK")
+        raise
     return seq
+
+
+def _insert_one_blocking(
+    connection: sqlite3.Connection, entry_row: tuple[Any, ...], tag_rows: list[tuple[Any, ...]]
+) -> int:
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        seq = connection.execute(_insert_one_sql(), entry_row[1:]).lastrowid
+        if tag_rows:
+            _, tag_sql = _insert_sql("qmark")
+            connection.executemany(tag_sql, [(seq, *row[1:]) for row in tag_rows])
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    return int(seq or 0)
 
 
 async def delete_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> bool:

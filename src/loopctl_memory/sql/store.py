@@ -283,33 +283,23 @@ class SqlMemoryStore:
             return await _await_uncancellable(unit, abort)
 
     async def _run_raw(self, action: str, work: Callable[[Any], Awaitable[T]]) -> T:
-        """Like ``_run`` for a write, on the raw aiosqlite connection (SQLite only).
+        """Like ``_run``, with ``work`` given the raw aiosqlite connection (SQLite only).
 
-        ``work`` gets the driver connection inside ``BEGIN IMMEDIATE``; it commits
-        if ``work`` succeeds and rolls back otherwise. Fewer round trips than
-        SQLAlchemy's, for the single store an agent makes after every tool call.
+        ``work`` owns the transaction (it begins, commits or rolls back). Fewer
+        round trips than SQLAlchemy's, for the single store an agent makes after
+        every tool call. A caller cancelled meanwhile sees CancelledError once the
+        transaction has ended either way (it is too short to stop half way).
         """
         self._check_open()
-        abort = asyncio.Event()
         async with self._serial:
-            unit = asyncio.ensure_future(self._raw_unit_of_work(action, work, abort))
-            return await _await_uncancellable(unit, abort)
+            unit = asyncio.ensure_future(self._raw_unit_of_work(action, work))
+            return await _await_uncancellable(unit, asyncio.Event())
 
-    async def _raw_unit_of_work(
-        self, action: str, work: Callable[[Any], Awaitable[T]], abort: asyncio.Event
-    ) -> T:
+    async def _raw_unit_of_work(self, action: str, work: Callable[[Any], Awaitable[T]]) -> T:
         with translate_errors(action):
             async with self._engine.connect() as connection:
                 driver: Any = (await connection.get_raw_connection()).driver_connection
-                await driver.execute("BEGIN IMMEDIATE")
-                try:
-                    result = await work(driver)
-                    await driver.execute("ROLLBACK" if abort.is_set() else "COMMIT")
-                except BaseException:
-                    if driver.in_transaction:
-                        await driver.execute("ROLLBACK")
-                    raise
-                return result
+                return await work(driver)
 
     async def _unit_of_work(
         self,
