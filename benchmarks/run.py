@@ -422,34 +422,40 @@ COLUMNS = (
 )
 
 
+def _markdown(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
+
+
 def table(rows: Sequence[Row]) -> str:
     """The one markdown table."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    for row in rows:
-        cells = (
-            row.workload,
-            size_label(row.size),
-            _num(row.store_us, 0),
-            _num(row.raw_store_us, 0),
-            _ratio(row.store_us / row.raw_store_us),
-            _num(row.store_many_rps, 0),
-            _num(row.raw_rps, 0),
-            _ratio(row.store_many_rps / row.raw_rps),
-            _num(row.p50_ms, 2),
-            _num(row.p95_ms, 2),
-            _num(row.memory_p50_ms),
-            _ratio(row.memory_p50_ms / row.guard_p50_ms),
-            _num(row.scan_p50_ms),
-            _ratio(row.scan_p50_ms / row.guard_p50_ms),
-            f"{_num(row.rust_ms, 2)} ({_num(row.rust_borrowed_ms, 2)})",
-            f"{_ratio(row.guard_mean_ms / row.rust_ms)}"
-            f" ({_ratio(row.guard_mean_ms / row.rust_borrowed_ms)})",
-            _num(row.consolidate_s, 3),
-            f"{_num(row.db_mb)} ({_num(row.raw_db_mb)})",
-            _num(row.peak_rss_mb, 0),
-        )
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return _markdown(COLUMNS, [_cells(row) for row in rows])
+
+
+def _cells(row: Row) -> tuple[str, ...]:
+    return (
+        row.workload,
+        size_label(row.size),
+        _num(row.store_us, 0),
+        _num(row.raw_store_us, 0),
+        _ratio(row.store_us / row.raw_store_us),
+        _num(row.store_many_rps, 0),
+        _num(row.raw_rps, 0),
+        _ratio(row.store_many_rps / row.raw_rps),
+        _num(row.p50_ms, 2),
+        _num(row.p95_ms, 2),
+        _num(row.memory_p50_ms),
+        _ratio(row.memory_p50_ms / row.guard_p50_ms),
+        _num(row.scan_p50_ms),
+        _ratio(row.scan_p50_ms / row.guard_p50_ms),
+        f"{_num(row.rust_ms, 2)} ({_num(row.rust_borrowed_ms, 2)})",
+        f"{_ratio(row.guard_mean_ms / row.rust_ms)}"
+        f" ({_ratio(row.guard_mean_ms / row.rust_borrowed_ms)})",
+        _num(row.consolidate_s, 3),
+        f"{_num(row.db_mb)} ({_num(row.raw_db_mb)})",
+        _num(row.peak_rss_mb, 0),
+    )
 
 
 PG_COLUMNS = (
@@ -470,24 +476,24 @@ PG_COLUMNS = (
 
 def postgresql_table(rows: Sequence[Row]) -> str:
     """SQLite's figures beside PostgreSQL's, for the rows measured on both."""
-    lines = ["| " + " | ".join(PG_COLUMNS) + " |", "|" + "---|" * len(PG_COLUMNS)]
-    for row in rows:
-        cells = (
-            row.workload,
-            size_label(row.size),
-            _num(row.store_us, 0),
-            _num(row.pg_store_us, 0),
-            _num(row.store_many_rps, 0),
-            _num(row.pg_store_many_rps, 0),
-            _num(row.p50_ms, 2),
-            _num(row.pg_p50_ms, 2),
-            _num(row.p95_ms, 2),
-            _num(row.pg_p95_ms, 2),
-            _num(row.consolidate_s, 3),
-            _num(row.pg_consolidate_s, 3),
-        )
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return _markdown(PG_COLUMNS, [_postgresql_cells(row) for row in rows])
+
+
+def _postgresql_cells(row: Row) -> tuple[str, ...]:
+    return (
+        row.workload,
+        size_label(row.size),
+        _num(row.store_us, 0),
+        _num(row.pg_store_us, 0),
+        _num(row.store_many_rps, 0),
+        _num(row.pg_store_many_rps, 0),
+        _num(row.p50_ms, 2),
+        _num(row.pg_p50_ms, 2),
+        _num(row.p95_ms, 2),
+        _num(row.pg_p95_ms, 2),
+        _num(row.consolidate_s, 3),
+        _num(row.pg_consolidate_s, 3),
+    )
 
 
 @dataclass(frozen=True, slots=True)
