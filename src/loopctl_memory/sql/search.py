@@ -131,10 +131,16 @@ def top_candidates(
     selective_words, selective_tokens, dense_weight = _classify_words(connection, query, vocabulary)
     tag_value_ids, tag_dense = _classify_tag(connection, query.text)
     candidates = index.entries_with_terms(connection, index.TOKENS, selective_tokens)
-    candidates |= index.entries_with_terms(connection, index.TAG_VALUES, tag_value_ids)
+    tagged_seqs = index.entries_with_terms(connection, index.TAG_VALUES, tag_value_ids)
+    candidates |= tagged_seqs
     checked: set[int] = set()
     for seq, relevance, matches, tagged in _check(
-        connection, query, candidates, selective_words, tag_dense
+        connection,
+        query,
+        candidates,
+        selective_words,
+        tag_dense=tag_dense,
+        tagged_seqs=tagged_seqs,
     ):
         checked.add(seq)
         best.offer(exact(relevance, matches, tagged), seq)
@@ -343,37 +349,50 @@ def _check(
     query: ParsedQuery,
     seqs: set[int],
     selective_words: Sequence[str],
+    *,
     tag_dense: bool,
+    tagged_seqs: set[int],
 ) -> list[tuple[int, float, int, bool]]:
     """(seq, relevance, matches, tagged) of these entries and of the tail entries that matter.
 
     In the unindexed tail, those are the entries that hold a selective word (or,
     unless the tag test is dense, a tag holding the query); the rest of the tail
-    is like any unchecked entry, and the walk reads it.
+    is like any unchecked entry, and the walk reads it. Unless the tag test is
+    dense, ``tagged_seqs`` names every indexed entry with a tag holding the query
+    (its postings), so indexed entries skip the tags table.
     """
-    columns = (
-        entries.c.seq,
-        entries.c.relevance,
-        _tagged_column(query.text),
-        *_matches_column(query),
-    )
+    tagged = _tagged_column(query.text)
+    matches = _matches_column(query)
     tail_tests: list[ColumnElement[bool]] = [
         or_(*(contains(entries.c.memory_lower, word) for word in words))
         for words, _ in _word_groups(selective_words, (1,) * len(selective_words))
     ]
     if not tag_dense:
-        tail_tests.append(_tagged_column(query.text))
+        tail_tests.append(tagged)
     parts = []
     if tail_tests:
         parts.append(
-            select(*columns).where(entries.c.seq > index.watermark(connection), or_(*tail_tests))
+            select(entries.c.seq, entries.c.relevance, tagged, *matches).where(
+                entries.c.seq > index.watermark(connection), or_(*tail_tests)
+            )
         )
     if seqs:
-        parts.append(select(*columns).where(entries.c.seq.in_(int_list(seqs, connection.dialect))))
+        indexed_tagged = tagged if tag_dense else literal(False)
+        parts.append(
+            select(entries.c.seq, entries.c.relevance, indexed_tagged, *matches).where(
+                entries.c.seq.in_(int_list(seqs, connection.dialect))
+            )
+        )
     if not parts:
         return []
     statement = parts[0] if len(parts) == 1 else union_all(*parts)
-    return _scored_rows(connection, statement)  # type: ignore[arg-type]
+    rows = _scored_rows(connection, statement)  # type: ignore[arg-type]
+    if not tagged_seqs:
+        return rows
+    return [
+        (seq, relevance, matches, tagged or seq in tagged_seqs)
+        for seq, relevance, matches, tagged in rows
+    ]
 
 
 def _next_rows(
