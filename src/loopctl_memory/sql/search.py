@@ -128,7 +128,8 @@ def top_candidates(
             found = scores[key] = score(relevance, matches, query.word_count, tagged)
         return found
 
-    selective_words, selective_tokens, dense_weight = _classify_words(connection, query, vocabulary)
+    watermark = vocabulary.refresh(connection)
+    selective_words, selective_tokens, dense_weight = _classify_words(query, vocabulary)
     tag_value_ids, tag_dense = _classify_tag(connection, query.text)
     candidates = index.entries_with_terms(connection, index.TOKENS, selective_tokens)
     tagged_seqs = index.entries_with_terms(connection, index.TAG_VALUES, tag_value_ids)
@@ -139,6 +140,7 @@ def top_candidates(
         query,
         candidates,
         selective_words,
+        watermark=watermark,
         tag_dense=tag_dense,
         tagged_seqs=tagged_seqs,
     ):
@@ -208,14 +210,16 @@ class _Floor:
 
 
 class Vocabulary:
-    """The token vocabulary in memory, for finding the tokens that contain a word.
+    """The token vocabulary in memory: which tokens contain a word, and how many entries hold each.
 
     Every token followed by a newline, in one string: a word has no whitespace,
     so each place ``str.find`` finds it lies inside exactly one token. Tokens
     are only ever added, with growing ids, so the copy is brought up to date by
-    reading the ids above the last one seen. A word once found dense stays dense
-    (entry counts only grow). Open a new store after rebuilding the schema
-    underneath one.
+    reading the ids above the last one seen. Entry counts grow when a block is
+    indexed, so they are read again when the watermark moves. Counts only decide
+    whether a word is enumerated or bounded, and either is exact, so a count
+    from another moment costs time, never correctness. A word once found dense
+    stays dense. Open a new store after rebuilding the schema underneath one.
     """
 
     MAX_DENSE = 50_000
@@ -225,28 +229,39 @@ class Vocabulary:
         self._starts = array("q")  # where each token starts in _text
         self._ids = array("q")  # its id
         self._loaded_through = 0
+        self._counts: dict[int, int] = {}  # token id -> entries indexed with it
+        self._counted_at: int | None = None  # the watermark the counts were read at
         self.dense: set[str] = set()
 
-    def refresh(self, connection: Connection) -> None:
-        """Read the tokens added since the last refresh (visible to this transaction)."""
+    def refresh(self, connection: Connection) -> int:
+        """Read what changed since the last refresh (as this transaction sees it); the watermark."""
+        mark = index.watermark(connection)
         rows = connection.execute(
-            select(tokens.c.id, tokens.c.token)
+            select(tokens.c.id, tokens.c.token, tokens.c.entries)
             .where(tokens.c.id > self._loaded_through)
             .order_by(tokens.c.id)
         ).all()
         # Another search may have read some of them while this one waited.
-        fresh = [(term_id, token) for term_id, token in rows if term_id > self._loaded_through]
-        if not fresh:
-            return
-        offset = len(self._text)
-        for term_id, token in fresh:
-            self._starts.append(offset)
-            self._ids.append(term_id)
-            offset += len(token) + 1
-        self._text += "".join(f"{token}\n" for _, token in fresh)
-        self._loaded_through = fresh[-1][0]
+        fresh = [row for row in rows if row[0] > self._loaded_through]
+        if fresh:
+            offset = len(self._text)
+            for term_id, token, count in fresh:
+                self._starts.append(offset)
+                self._ids.append(term_id)
+                self._counts[term_id] = count
+                offset += len(token) + 1
+            self._text += "".join(f"{token}\n" for _, token, _ in fresh)
+            self._loaded_through = fresh[-1][0]
+        if mark != self._counted_at:
+            if self._counted_at is not None:  # blocks were indexed since: counts grew
+                self._counts = {
+                    int(term_id): int(count)
+                    for term_id, count in connection.execute(select(tokens.c.id, tokens.c.entries))
+                }
+            self._counted_at = mark
         if len(self.dense) >= self.MAX_DENSE:
             self.dense.clear()
+        return mark
 
     def tokens_containing(self, word: str) -> list[int]:
         """The ids of every loaded token that contains ``word``."""
@@ -262,24 +277,20 @@ class Vocabulary:
             position = text.find(word, starts[following])
         return found
 
+    def entries_with(self, token_ids: Iterable[int]) -> int:
+        """At most how many indexed entries hold one of these tokens."""
+        counts = self._counts
+        return sum(counts.get(token_id, 0) for token_id in token_ids)
 
-def _classify_words(
-    connection: Connection, query: ParsedQuery, vocabulary: Vocabulary
-) -> tuple[list[str], list[int], int]:
+
+def _classify_words(query: ParsedQuery, vocabulary: Vocabulary) -> tuple[list[str], list[int], int]:
     """The selective words, their token ids, and the total weight of the dense words."""
-    vocabulary.refresh(connection)
-    candidates = {
-        word: vocabulary.tokens_containing(word)
-        for word in query.words
-        if word not in vocabulary.dense
-    }
-    counts = _entry_counts(connection, {i for ids in candidates.values() for i in ids})
     selective: list[str] = []
     token_ids: list[int] = []
     dense_weight = 0
     for word, weight in zip(query.words, query.weights, strict=True):
-        ids = candidates.get(word)
-        if ids is not None and sum(counts.get(i, 0) for i in ids) > SELECTIVE_MAX:
+        ids = None if word in vocabulary.dense else vocabulary.tokens_containing(word)
+        if ids is not None and vocabulary.entries_with(ids) > SELECTIVE_MAX:
             vocabulary.dense.add(word)
             ids = None
         if ids is None:
@@ -288,17 +299,6 @@ def _classify_words(
             selective.append(word)
             token_ids.extend(ids)
     return selective, token_ids, dense_weight
-
-
-def _entry_counts(connection: Connection, token_ids: set[int]) -> dict[int, int]:
-    if not token_ids:
-        return {}
-    rows = connection.execute(
-        select(tokens.c.id, tokens.c.entries).where(
-            tokens.c.id.in_(int_list(token_ids, connection.dialect))
-        )
-    )
-    return {int(row[0]): int(row[1]) for row in rows}
 
 
 def _classify_tag(connection: Connection, text: str) -> tuple[list[int], bool]:
@@ -350,6 +350,7 @@ def _check(
     seqs: set[int],
     selective_words: Sequence[str],
     *,
+    watermark: int,
     tag_dense: bool,
     tagged_seqs: set[int],
 ) -> list[tuple[int, float, int, bool]]:
@@ -373,7 +374,7 @@ def _check(
     if tail_tests:
         parts.append(
             select(entries.c.seq, entries.c.relevance, tagged, *matches).where(
-                entries.c.seq > index.watermark(connection), or_(*tail_tests)
+                entries.c.seq > watermark, or_(*tail_tests)
             )
         )
     if seqs:
