@@ -78,3 +78,21 @@ async def test_every_search_path_matches_the_reference(selective_max, tmp_path, 
                     query,
                     limit,
                 )
+
+
+@pytest.mark.parametrize("query", ["b\nc", "b c", "\n", "ab\ncd", "b", "", "cd\ne", "d\ne"])
+async def test_a_query_spanning_two_tag_values_does_not_match_either(query, monkeypatch):
+    """The tag values are searched in one newline-joined string: a hit must end in its value."""
+    monkeypatch.setattr(index, "TAIL_LIMIT", 1)  # every entry indexed: tag values from memory
+    stored = [
+        MemoryEntry(MemoryCategory.FACT, "first", tags=["ab"], relevance=0.5),
+        MemoryEntry(MemoryCategory.FACT, "second", tags=["cd"], relevance=0.5),
+        MemoryEntry(MemoryCategory.FACT, "third", tags=["cd\ne", "b c"], relevance=0.5),
+        MemoryEntry(MemoryCategory.FACT, "fourth", relevance=0.9),
+    ]
+    reference = InMemoryStore()
+    async with open_store(":memory:") as store:
+        for entry in stored:  # one at a time: several blocks, the values in separate rows
+            await store.store_many([entry])
+            await reference.store(entry)
+            assert await reference.retrieve(query, 4) == await store.retrieve(query, 4)

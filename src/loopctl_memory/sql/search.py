@@ -33,6 +33,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Table,
     case,
     exists,
     func,
@@ -130,7 +131,7 @@ def top_candidates(
 
     watermark = vocabulary.refresh(connection)
     selective_words, selective_tokens, dense_weight = _classify_words(query, vocabulary)
-    tag_value_ids, tag_dense = _classify_tag(connection, query.text)
+    tag_value_ids, tag_dense = _classify_tag(query.text, vocabulary)
     candidates = index.entries_with_terms(connection, index.TOKENS, selective_tokens)
     tagged_seqs = index.entries_with_terms(connection, index.TAG_VALUES, tag_value_ids)
     candidates |= tagged_seqs
@@ -209,78 +210,100 @@ class _Floor:
         return cls(floor, (floor - rest) / 0.5, max(word_count, 1))
 
 
-class Vocabulary:
-    """The token vocabulary in memory: which tokens contain a word, and how many entries hold each.
+class _Terms:
+    """One vocabulary table in memory: its terms, and how many entries hold each.
 
-    Every token followed by a newline, in one string: a word has no whitespace,
-    so each place ``str.find`` finds it lies inside exactly one token. Tokens
+    Every term followed by a newline, in one string, searched with ``str.find``;
+    a hit counts only if it ends inside its term, so any text may be sought (a
+    query word, which has no whitespace, never spans two terms anyway). Terms
     are only ever added, with growing ids, so the copy is brought up to date by
     reading the ids above the last one seen. Entry counts grow when a block is
-    indexed, so they are read again when the watermark moves. Counts only decide
-    whether a word is enumerated or bounded, and either is exact, so a count
-    from another moment costs time, never correctness. A word once found dense
-    stays dense. Open a new store after rebuilding the schema underneath one.
+    indexed, so they are read again when the watermark moves.
     """
 
-    MAX_DENSE = 50_000
-
-    def __init__(self) -> None:
+    def __init__(self, table: Table, term: ColumnElement[str]) -> None:
+        self._table = table
+        self._term = term
         self._text = ""
-        self._starts = array("q")  # where each token starts in _text
+        self._starts = array("q")  # where each term starts in _text
         self._ids = array("q")  # its id
         self._loaded_through = 0
-        self._counts: dict[int, int] = {}  # token id -> entries indexed with it
+        self._counts: dict[int, int] = {}  # term id -> entries indexed with it
         self._counted_at: int | None = None  # the watermark the counts were read at
-        self.dense: set[str] = set()
 
-    def refresh(self, connection: Connection) -> int:
-        """Read what changed since the last refresh (as this transaction sees it); the watermark."""
-        mark = index.watermark(connection)
+    def refresh(self, connection: Connection, mark: int) -> None:
+        """Read what changed since the last refresh, as this transaction sees it."""
+        term_id, term, count = self._table.c.id, self._term, self._table.c.entries
         rows = connection.execute(
-            select(tokens.c.id, tokens.c.token, tokens.c.entries)
-            .where(tokens.c.id > self._loaded_through)
-            .order_by(tokens.c.id)
+            select(term_id, term, count).where(term_id > self._loaded_through).order_by(term_id)
         ).all()
         # Another search may have read some of them while this one waited.
         fresh = [row for row in rows if row[0] > self._loaded_through]
         if fresh:
             offset = len(self._text)
-            for term_id, token, count in fresh:
+            for number, text, entries_with in fresh:
                 self._starts.append(offset)
-                self._ids.append(term_id)
-                self._counts[term_id] = count
-                offset += len(token) + 1
-            self._text += "".join(f"{token}\n" for _, token, _ in fresh)
+                self._ids.append(number)
+                self._counts[number] = entries_with
+                offset += len(text) + 1
+            self._text += "".join(f"{text}\n" for _, text, _ in fresh)
             self._loaded_through = fresh[-1][0]
         if mark != self._counted_at:
             if self._counted_at is not None:  # blocks were indexed since: counts grew
                 self._counts = {
-                    int(term_id): int(count)
-                    for term_id, count in connection.execute(select(tokens.c.id, tokens.c.entries))
+                    int(number): int(entries_with)
+                    for number, entries_with in connection.execute(select(term_id, count))
                 }
             self._counted_at = mark
+
+    def containing(self, text: str) -> list[int]:
+        """The ids of every loaded term that contains ``text``."""
+        found: list[int] = []
+        whole, starts, size = self._text, self._starts, len(text)
+        position = whole.find(text)
+        while position != -1:
+            number = bisect.bisect_right(starts, position) - 1
+            following = number + 1
+            end = starts[following] - 1 if following < len(starts) else len(whole) - 1
+            if position + size <= end:
+                found.append(self._ids[number])
+                if following == len(starts):
+                    break
+                position = whole.find(text, starts[following])  # one id per term
+            else:  # the hit runs past its term: look further on
+                position = whole.find(text, position + 1)
+        return found
+
+    def entries_with(self, term_ids: Iterable[int]) -> int:
+        """At most how many indexed entries hold one of these terms."""
+        counts = self._counts
+        return sum(counts.get(term_id, 0) for term_id in term_ids)
+
+
+class Vocabulary:
+    """What a store keeps in memory for its searches: the tokens, the tag values, dense words.
+
+    Counts only decide whether a word is enumerated or bounded, and either is
+    exact, so a count from another moment costs time, never correctness. A word
+    once found dense stays dense. Open a new store after rebuilding the schema
+    underneath one.
+    """
+
+    MAX_DENSE = 50_000
+
+    def __init__(self) -> None:
+        self.tokens = _Terms(tokens, tokens.c.token)
+        self.tag_values = _Terms(tag_values, tag_values.c.value)
+        self.dense: set[str] = set()
+
+    def refresh(self, connection: Connection) -> int:
+        """Bring both vocabularies up to date for this transaction; return the watermark."""
+        mark = index.watermark(connection)
+        self.tokens.refresh(connection, mark)
+        self.tag_values.refresh(connection, mark)
         if len(self.dense) >= self.MAX_DENSE:
             self.dense.clear()
         return mark
-
-    def tokens_containing(self, word: str) -> list[int]:
-        """The ids of every loaded token that contains ``word``."""
-        found: list[int] = []
-        text, starts = self._text, self._starts
-        position = text.find(word)
-        while position != -1:
-            number = bisect.bisect_right(starts, position) - 1
-            found.append(self._ids[number])
-            following = number + 1  # the next token: one id per token, however often
-            if following == len(starts):
-                break
-            position = text.find(word, starts[following])
-        return found
-
-    def entries_with(self, token_ids: Iterable[int]) -> int:
-        """At most how many indexed entries hold one of these tokens."""
-        counts = self._counts
-        return sum(counts.get(token_id, 0) for token_id in token_ids)
 
 
 def _classify_words(query: ParsedQuery, vocabulary: Vocabulary) -> tuple[list[str], list[int], int]:
@@ -289,8 +312,8 @@ def _classify_words(query: ParsedQuery, vocabulary: Vocabulary) -> tuple[list[st
     token_ids: list[int] = []
     dense_weight = 0
     for word, weight in zip(query.words, query.weights, strict=True):
-        ids = None if word in vocabulary.dense else vocabulary.tokens_containing(word)
-        if ids is not None and vocabulary.entries_with(ids) > SELECTIVE_MAX:
+        ids = None if word in vocabulary.dense else vocabulary.tokens.containing(word)
+        if ids is not None and vocabulary.tokens.entries_with(ids) > SELECTIVE_MAX:
             vocabulary.dense.add(word)
             ids = None
         if ids is None:
@@ -301,14 +324,12 @@ def _classify_words(query: ParsedQuery, vocabulary: Vocabulary) -> tuple[list[st
     return selective, token_ids, dense_weight
 
 
-def _classify_tag(connection: Connection, text: str) -> tuple[list[int], bool]:
+def _classify_tag(text: str, vocabulary: Vocabulary) -> tuple[list[int], bool]:
     """Ids of the tag values that contain the query, or (nothing, True) if there are too many."""
-    rows = connection.execute(
-        select(tag_values.c.id, tag_values.c.entries).where(contains(tag_values.c.value, text))
-    ).all()
-    if sum(row.entries for row in rows) > SELECTIVE_MAX:
+    ids = vocabulary.tag_values.containing(text)
+    if vocabulary.tag_values.entries_with(ids) > SELECTIVE_MAX:
         return [], True
-    return [row.id for row in rows], False
+    return ids, False
 
 
 def _word_groups(
