@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, CursorResult, Table, func, select, update
-from sqlalchemy.engine import Dialect
 from sqlalchemy.util.typing import TupleAny
 
 from loopctl_memory.scoring import split_whitespace
@@ -194,15 +193,16 @@ def _add_postings(
 
 def _driver_sql(connection: Connection, statement: str, parameters: Any) -> CursorResult[*TupleAny]:
     """Run SQL written with ``?`` placeholders on the driver, in its own parameter style."""
-    return connection.exec_driver_sql(placeholders(statement, connection.dialect), parameters)
+    statement = placeholders(statement, connection.dialect.paramstyle)
+    return connection.exec_driver_sql(statement, parameters)
 
 
-def placeholders(statement: str, dialect: Dialect) -> str:
-    """``statement`` with its ``?`` placeholders in the dialect's style (``$1``... for asyncpg).
+def placeholders(statement: str, paramstyle: str) -> str:
+    """``statement`` with its ``?`` placeholders in the driver's style (``$1``... for asyncpg).
 
     Only for our own statements, which never hold a literal question mark.
     """
-    if dialect.paramstyle == "qmark":
+    if paramstyle == "qmark":
         return statement
     pieces = statement.split("?")
     numbered = [f"{piece}${number}" for number, piece in enumerate(pieces[:-1], start=1)]

@@ -50,17 +50,13 @@ _TAG_FIELDS = ("entry_seq", "position", "tag", "tag_lower")
 def _insert_sql(paramstyle: str) -> tuple[str, str]:
     """The entries and tags INSERT statements in the driver's parameter style."""
 
-    def values(count: int) -> str:
-        if paramstyle == "qmark":
-            return ", ".join(["?"] * count)
-        return ", ".join(f"${number}" for number in range(1, count + 1))  # asyncpg
+    def insert(table: str, fields: tuple[str, ...]) -> str:
+        # Only our own column names are formatted in; every value is a parameter.
+        values = ", ".join(["?"] * len(fields))
+        statement = f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({values})"  # noqa: S608
+        return index.placeholders(statement, paramstyle)
 
-    # Only our own column names are formatted in; every value is a parameter.
-    entry_columns, tag_columns = ", ".join(_ENTRY_FIELDS), ", ".join(_TAG_FIELDS)
-    return (
-        f"INSERT INTO entries ({entry_columns}) VALUES ({values(len(_ENTRY_FIELDS))})",  # noqa: S608
-        f"INSERT INTO tags ({tag_columns}) VALUES ({values(len(_TAG_FIELDS))})",  # noqa: S608
-    )
+    return insert("entries", _ENTRY_FIELDS), insert("tags", _TAG_FIELDS)
 
 
 _ENTRY_COLUMNS = (
