@@ -4,7 +4,9 @@ The loopctl ``LoopMemory`` contract, persistent on SQLite (a file, or
 ``:memory:`` for the reference behaviour) and on PostgreSQL.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from loopctl_memory.builtin import InMemoryStore
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
@@ -16,12 +18,12 @@ from loopctl_memory.errors import (
     StorageError,
 )
 from loopctl_memory.protocol import LoopMemory
-from loopctl_memory.sql.store import SqlMemoryStore, open_store
 
-try:
-    __version__ = version("loopctl-memory")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0"
+if TYPE_CHECKING:
+    from loopctl_memory.sql.store import SqlMemoryStore, open_store
+
+if TYPE_CHECKING:
+    __version__: str
 
 __all__ = [
     "ConsolidationStats",
@@ -38,3 +40,20 @@ __all__ = [
     "__version__",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The SQL store pulls in SQLAlchemy and alembic, and the version importlib.metadata:
+    # loaded on first use, so that what needs neither (the JSON Lines parser) starts fast.
+    if name in ("SqlMemoryStore", "open_store"):
+        from loopctl_memory.sql import store  # noqa: PLC0415 - see above
+
+        return getattr(store, name)
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+        try:
+            return version("loopctl-memory")
+        except PackageNotFoundError:  # pragma: no cover - a source tree without install
+            return "0.0.0"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ import errno
 import json
 import math
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
@@ -31,7 +31,8 @@ from sqlalchemy import Connection
 from loopctl_memory import migrate as migrations
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
 from loopctl_memory.errors import InvalidEntryError, LoopMemoryError, SchemaError, StorageError
-from loopctl_memory.jsonl import entry_from_json, entry_to_dict, entry_to_json
+from loopctl_memory.jsonl import entry_to_dict, entry_to_json
+from loopctl_memory.jsonl_batches import LineError, parsed_batches
 from loopctl_memory.scoring import f32, parse_query
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.engine import create_engine, resolve_target
@@ -44,11 +45,10 @@ PROG = "loopctl-memory"
 DB_ENVVAR = "LOOPCTL_MEMORY_DB"
 """The environment variable naming the database when ``--db`` is not given."""
 
-IMPORT_BATCH = 5_000
+IMPORT_BATCH = 10_000
 """Lines stored per transaction by ``import``."""
 
 _CATEGORIES = [category.value for category in MemoryCategory]
-_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def default_database() -> Path:
@@ -744,51 +744,6 @@ def export_command(settings: _Settings, output: Path | None) -> None:
     click.echo(f"Exported {written} entries to {output}")
 
 
-class _LineError(Exception):
-    """A line of an import that cannot be read, with its number."""
-
-    def __init__(self, number: int, error: InvalidEntryError) -> None:
-        super().__init__(number, error)
-        self.number = number
-        self.error = error
-
-
-def _read_batches(
-    lines: Iterable[bytes], batch_size: int
-) -> Iterator[tuple[int, int, list[MemoryEntry], int]]:
-    """Parse lines into batches: (first line, last line, entries, bytes read).
-
-    Raises:
-        _LineError: a line is not a valid entry; its batch is not yielded.
-
-    """
-    batch: list[MemoryEntry] = []
-    append = batch.append
-    first = 1
-    consumed = 0
-    number = 0
-    for number, raw in enumerate(lines, start=1):
-        consumed += len(raw)
-        if number == 1 and raw.startswith(_UTF8_BOM):
-            raw = raw[len(_UTF8_BOM) :]  # noqa: PLW2901 - the BOM is not part of the line
-        if not raw or raw.isspace():
-            continue
-        try:
-            append(entry_from_json(raw.decode()))
-        except UnicodeDecodeError as exc:
-            raise _LineError(number, InvalidEntryError(f"not valid UTF-8: {exc.reason}")) from None
-        except InvalidEntryError as exc:
-            raise _LineError(number, exc) from None
-        if len(batch) >= batch_size:
-            yield first, number, batch, consumed
-            batch = []
-            append = batch.append
-            first = number + 1
-            consumed = 0
-    if batch:
-        yield first, number, batch, consumed
-
-
 @cli.command(
     "import",
     epilog=_example(
@@ -819,32 +774,32 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
     async def work(stream: IO[bytes], progress: Progress, size: int | None) -> None:
         nonlocal imported, first_line
         task = progress.add_task("importing", total=size, entries=0)
-        async with _opened(settings, create=True) as store:
-            # Parse the next batch in a thread while this one is written: SQLite
-            # releases the GIL while it works, so the two overlap.
-            batches = _read_batches(stream, batch_size)
-            parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
-            try:
-                while (parsed := await parsing) is not None:
-                    parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
-                    start, last_line, batch, consumed = parsed
-                    first_line = start
-                    try:
-                        await store.store_many(batch)
-                    except LoopMemoryError as exc:
-                        advice = _import_advice(file, imported, first_line)
-                        raise type(exc)(
-                            f"{name} lines {first_line}-{last_line}: {exc}; {advice}"
-                        ) from exc
-                    imported += len(batch)
-                    first_line = last_line + 1
-                    progress.update(task, advance=consumed, entries=imported)
-            finally:
-                # A failed write leaves the next parse running: let it finish before
-                # the file closes, and drop its result.
-                await asyncio.wait((parsing,))
-                if not parsing.cancelled():
-                    parsing.exception()
+        # The parser starts first: its process boots while the store opens.
+        with parsed_batches(stream, batch_size) as batches:
+            async with _opened(settings, create=True) as store:
+                # The next batch is parsed (in a child process, or in a thread) while
+                # this one is written.
+                parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+                try:
+                    while (batch := await parsing) is not None:
+                        parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+                        first_line = batch.first_line
+                        try:
+                            await store.store_flat(batch.entries)
+                        except LoopMemoryError as exc:
+                            advice = _import_advice(file, imported, first_line)
+                            raise type(exc)(
+                                f"{name} lines {first_line}-{batch.last_line}: {exc}; {advice}"
+                            ) from exc
+                        imported += len(batch.entries)
+                        first_line = batch.last_line + 1
+                        progress.update(task, advance=batch.consumed, entries=imported)
+                finally:
+                    # A failed write leaves the next parse running: let it finish before
+                    # the input closes, and drop its result.
+                    await asyncio.wait((parsing,))
+                    if not parsing.cancelled():
+                        parsing.exception()
 
     console = _console(stderr=True)
     with contextlib.ExitStack() as stack:
@@ -861,9 +816,9 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
         )
         try:
             _run(work(stream, progress, None if str(file) == "-" else file.stat().st_size))
-        except _LineError as exc:
+        except LineError as exc:
             advice = _import_advice(file, imported, first_line)
-            raise InvalidEntryError(f"{name} line {exc.number}: {exc.error}; {advice}") from exc
+            raise InvalidEntryError(f"{name} line {exc.number}: {exc.reason}; {advice}") from exc
     click.echo(f"Imported {imported} entries from {name}")
 
 

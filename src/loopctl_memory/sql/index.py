@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult, Table, func, select, update
 from sqlalchemy.util.typing import TupleAny
 
-from loopctl_memory.scoring import split_whitespace
+from loopctl_memory.flat import FlatBatch, tokens_of
 from loopctl_memory.sql.tables import (
     entries,
     index_state,
@@ -106,38 +106,69 @@ def shorten_tail(connection: Connection) -> int:
     return position.indexed_through
 
 
-def index_tail(connection: Connection) -> int:
-    """Add every entry above the watermark to the postings; return how many."""
+@dataclass(frozen=True, slots=True)
+class Fresh:
+    """Entries just inserted in this transaction from ``first_seq`` on, still in memory.
+
+    Indexing takes their tokens and tags from here instead of reading them back.
+    """
+
+    first_seq: int
+    batch: FlatBatch
+
+
+def index_tail(connection: Connection, fresh: Fresh | None = None) -> int:
+    """Add every entry above the watermark to the postings; return how many.
+
+    ``fresh``: the tail's newest entries, if the caller holds them (they must be
+    the last ones of the tail); the older rest of the tail is read back.
+    """
     start = watermark(connection)
     decode = from_stored(connection.dialect)
+    stored_before = fresh.first_seq if fresh is not None else None
+    by_token: dict[str, list[int]] = {}
+    by_tag: dict[str, list[int]] = {}
     # Through the driver: SQLAlchemy's per-row result processing would cost more than the rest.
     rows = _driver_sql(
-        connection, "SELECT seq, memory_lower FROM entries WHERE seq > ? ORDER BY seq", (start,)
-    ).all()
-    if not rows:
-        return 0
-    block = rows[0][0]
-    by_token: dict[str, list[int]] = {}
-    for seq, text in rows:
-        for token in set(split_whitespace(decode(text))):
-            by_token.setdefault(token, []).append(seq)
-    by_tag: dict[str, list[int]] = {}
-    tag_rows = _driver_sql(
         connection,
-        "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? ORDER BY entry_seq",
-        (start,),
-    )
-    for seq, stored in tag_rows:
-        value = decode(stored)
+        "SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq < ? ORDER BY seq",
+        (start, stored_before if stored_before is not None else sys.maxsize),
+    ).all()
+    for seq, text in rows:
+        for token in tokens_of(decode(text)):
+            by_token.setdefault(token, []).append(seq)
+    tag_rows: Iterable[tuple[Any, Any]] = _driver_sql(
+        connection,
+        "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq < ? "
+        "ORDER BY entry_seq",
+        (start, stored_before if stored_before is not None else sys.maxsize),
+    ).all()
+    tag_values = [(seq, decode(stored)) for seq, stored in tag_rows]
+    last = rows[-1][0] if rows else start
+    if fresh is not None and len(fresh.batch):
+        base = fresh.first_seq
+        for token, offsets in fresh.batch.token_postings().items():
+            seqs = [base + offset for offset in offsets]
+            found = by_token.get(token)
+            if found is None:
+                by_token[token] = seqs
+            else:
+                found += seqs
+        tag_values += [(fresh.first_seq + offset, tag) for offset, _, _, tag in fresh.batch.tags]
+        last = fresh.first_seq + len(fresh.batch) - 1
+    if last == start:
+        return 0
+    for seq, value in tag_values:
         seqs = by_tag.setdefault(value, [])
         if not seqs or seqs[-1] != seq:  # an entry may carry the same tag twice
             seqs.append(seq)
+    block = start + 1
     _add_postings(connection, TOKENS, block, by_token)
     _add_postings(connection, TAG_VALUES, block, by_tag)
-    connection.execute(update(index_state).values(indexed_through=rows[-1][0]))
+    connection.execute(update(index_state).values(indexed_through=last))
     if connection.dialect.name == "postgresql":
         _refresh_statistics(connection)
-    return len(rows)
+    return last - start
 
 
 def _refresh_statistics(connection: Connection) -> None:

@@ -12,7 +12,6 @@ import sqlite3
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, case, column, delete, func, select, table
@@ -20,12 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import DuplicateEntryError
+from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, flatten
 from loopctl_memory.scoring import PRUNE_THRESHOLD, ParsedQuery
 from loopctl_memory.sql import index, search
 from loopctl_memory.sql.tables import entries, metadata, tags
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
 _IDS_PER_STATEMENT = 10_000
@@ -75,57 +72,40 @@ _ENTRY_COLUMNS = (
 
 
 def _rows(
-    batch: Sequence[MemoryEntry], first_seq: int, native: bool
+    batch: FlatBatch, first_seq: int, native: bool
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Entry rows and tag rows in field order.
+    """Entry rows and tag rows in field order, numbered from ``first_seq``.
 
-    ``native`` (PostgreSQL): the driver takes UUID and bool, and text goes in as
-    UTF-8 bytes (see :class:`~loopctl_memory.sql.text.Utf8Text`).
+    ``native`` (PostgreSQL): the driver takes a UUID, and text goes in as UTF-8
+    bytes (see :class:`~loopctl_memory.sql.text.Utf8Text`). SQLite takes the
+    flat tuples as they are (Uuid() is 32 hex digits there, a bool an integer).
     """
-    entry_rows: list[tuple[Any, ...]] = []
-    tag_rows: list[tuple[Any, ...]] = []
-    for seq, entry in enumerate(batch, start=first_seq):
-        memory = entry.memory
-        if native:
-            entry_rows.append(
-                (
-                    seq,
-                    entry.id,
-                    str(entry.category),
-                    memory.encode(),
-                    memory.lower().encode(),
-                    float(entry.relevance),
-                    (entry.created_at - _EPOCH) // _MICROSECOND,
-                    entry.access_count,
-                    entry.validated,
-                )
-            )
-            tag_rows.extend(
-                (seq, position, tag.encode(), tag.lower().encode())
-                for position, tag in enumerate(entry.tags)
-            )
-            continue
-        entry_rows.append(
-            (
-                seq,
-                entry.id.hex,  # Uuid() is 32 hex digits on SQLite
-                str(entry.category),
-                memory,
-                memory.lower(),
-                float(entry.relevance),
-                (entry.created_at - _EPOCH) // _MICROSECOND,
-                entry.access_count,
-                int(entry.validated),
-            )
+    if not native:
+        return (
+            [(seq, *entry) for seq, entry in enumerate(batch.entries, start=first_seq)],
+            [(first_seq + offset, *rest) for offset, *rest in batch.tags],
         )
-        if entry.tags:
-            tag_rows.extend(
-                (seq, position, tag, tag.lower()) for position, tag in enumerate(entry.tags)
-            )
+    entry_rows = [
+        (
+            seq,
+            uuid.UUID(hex=hex_id),
+            category,
+            memory.encode(),
+            memory_lower.encode(),
+            *numbers,
+        )
+        for seq, (hex_id, category, memory, memory_lower, *numbers) in enumerate(
+            batch.entries, start=first_seq
+        )
+    ]
+    tag_rows = [
+        (first_seq + offset, position, tag.encode(), tag_lower.encode())
+        for offset, position, tag, tag_lower in batch.tags
+    ]
     return entry_rows, tag_rows
 
 
-async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntry]) -> None:
+async def insert_entries(connection: AsyncConnection, batch: FlatBatch) -> None:
     """Insert checked entries in order (one executemany per table), then index a long tail.
 
     Raises:
@@ -133,7 +113,7 @@ async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntr
             stored entry surfaces from the database as the same error).
 
     """
-    if len({entry.id for entry in batch}) != len(batch):
+    if not batch.has_unique_ids():
         raise DuplicateEntryError("the batch holds two entries with the same id")
     dialect = connection.dialect
     position = await connection.run_sync(index.write_position)
@@ -143,7 +123,8 @@ async def insert_entries(connection: AsyncConnection, batch: Sequence[MemoryEntr
     if tag_rows:
         await connection.exec_driver_sql(tag_sql, tag_rows)
     if position.tail_after(len(batch)) >= index.TAIL_LIMIT:
-        await connection.run_sync(index.index_tail)
+        fresh = index.Fresh(position.next_seq, batch)
+        await connection.run_sync(index.index_tail, fresh)
 
 
 @functools.cache
@@ -167,7 +148,7 @@ async def insert_one_sqlite(driver: Any, entry: MemoryEntry) -> int:
     it (one hop instead of four: the hops are most of a single store's time),
     else as four awaited calls. Either way all of it commits or none of it.
     """
-    entry_rows, tag_rows = _rows([entry], 0, native=False)
+    entry_rows, tag_rows = _rows(flatten((entry,)), 0, native=False)
     run_in_thread = getattr(driver, "_execute", None)  # aiosqlite's own; not public API
     if run_in_thread is not None and hasattr(driver, "_conn"):
         seq: int = await run_in_thread(_insert_one_blocking, driver._conn, entry_rows[0], tag_rows)
@@ -340,7 +321,7 @@ async def _load(
             tags=tags_of[row.seq],
             relevance=row.relevance,
             id=row.id,
-            created_at=_EPOCH + row.created_at_us * _MICROSECOND,
+            created_at=EPOCH + row.created_at_us * MICROSECOND,
             access_count=row.access_count,
             validated=bool(row.validated),
         )

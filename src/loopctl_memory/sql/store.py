@@ -25,6 +25,7 @@ from loopctl_memory.entry import (
     validate_query,
 )
 from loopctl_memory.errors import InvalidEntryError, StorageError
+from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import index, repository, search
 from loopctl_memory.sql.boundary import translate_errors
@@ -141,8 +142,21 @@ class SqlMemoryStore:
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Store every entry in one transaction, in order: all of them or none."""
-        batch = [check_entry(entry) for entry in entries]
-        if not batch:
+        await self.store_flat(flatten(check_entry(entry) for entry in entries))
+
+    async def store_flat(self, batch: FlatBatch) -> None:
+        """Store a batch of already checked, flattened entries in one transaction.
+
+        The bulk lane under :meth:`store_many`, for a batch built by
+        :func:`loopctl_memory.flat.flatten` or read by
+        :func:`loopctl_memory.jsonl.flat_from_json` (as ``import`` does).
+
+        Raises:
+            DuplicateEntryError: an id repeats in the batch or is already stored.
+            StorageError: the database refused the write (nothing is stored).
+
+        """
+        if not len(batch):
             return
         await self._run("store", lambda c: repository.insert_entries(c, batch), write=True)
 

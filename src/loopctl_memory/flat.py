@@ -1,0 +1,91 @@
+"""Entries flattened into plain tuples: the form bulk writes travel in.
+
+A :class:`FlatBatch` holds checked entries as tuples of str, int, float and
+bool, which are cheap to build, to pickle between processes and to hand to a
+database driver. ``store_many`` flattens the entries it is given; an import
+parses JSON Lines straight into this form (see :mod:`loopctl_memory.jsonl`),
+possibly in another process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from loopctl_memory.entry import MemoryEntry
+from loopctl_memory.scoring import split_whitespace
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
+
+FlatEntry = tuple[str, str, str, str, float, int, int, bool]
+"""(id as 32 hex digits, category, memory, memory.lower(), relevance,
+created_at in microseconds since the epoch, access_count, validated)."""
+
+FlatTag = tuple[int, int, str, str]
+"""(index of the entry in its batch, position in its tags, tag, tag.lower())."""
+
+
+@dataclass(slots=True)
+class FlatBatch:
+    """Checked entries in storage order, their tags, and optionally their tokens."""
+
+    entries: list[FlatEntry]
+    tags: list[FlatTag]
+    tokens: dict[str, list[int]] | None = None
+    """Each distinct token of the lowercase memories, with the ascending indexes of
+    the entries holding it, when already computed."""
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def has_unique_ids(self) -> bool:
+        """Whether no two entries of the batch share an id."""
+        return len({entry[0] for entry in self.entries}) == len(self.entries)
+
+    def token_postings(self) -> dict[str, list[int]]:
+        """Each token and the entries (indexes in the batch) that hold it; computed once."""
+        if self.tokens is None:
+            postings: dict[str, list[int]] = {}
+            for offset, entry in enumerate(self.entries):
+                for token in tokens_of(entry[3]):
+                    found = postings.get(token)
+                    if found is None:
+                        postings[token] = [offset]
+                    else:
+                        found.append(offset)
+            self.tokens = postings
+        return self.tokens
+
+
+def tokens_of(memory_lower: str) -> set[str]:
+    """The distinct whitespace-separated tokens of a lowercase memory."""
+    return set(split_whitespace(memory_lower))
+
+
+def flat_entry(entry: MemoryEntry) -> FlatEntry:
+    """One checked entry as a tuple (see :data:`FlatEntry`)."""
+    memory = entry.memory
+    return (
+        entry.id.hex,
+        str(entry.category),
+        memory,
+        memory.lower(),
+        float(entry.relevance),
+        (entry.created_at - EPOCH) // MICROSECOND,
+        entry.access_count,
+        entry.validated,
+    )
+
+
+def flatten(entries: Iterable[MemoryEntry]) -> FlatBatch:
+    """Checked entries as a batch (tokens left to be computed when needed)."""
+    batch = FlatBatch([], [])
+    for offset, entry in enumerate(entries):
+        batch.entries.append(flat_entry(entry))
+        if entry.tags:
+            batch.tags.extend(
+                (offset, position, tag, tag.lower()) for position, tag in enumerate(entry.tags)
+            )
+    return batch

@@ -1,0 +1,198 @@
+"""JSON Lines into flat batches for an import, parsed in a second process when that helps.
+
+Parsing and checking a line costs about as much as storing it, and both hold
+Python's GIL, so a thread cannot overlap them. When the input has a file
+descriptor and the machine more than one core, a child process (this module,
+run with ``python -m``) reads the input itself and sends back pickled
+:class:`Batch` objects, tokens included, while the importing process writes
+the previous batch. Otherwise the same batches are parsed in process.
+Either way the lines accepted, the batches and the errors are the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from loopctl_memory.errors import InvalidEntryError, LoopMemoryError
+from loopctl_memory.flat import FlatBatch
+from loopctl_memory.jsonl import flat_from_json
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_HEADER = 8  # bytes of a frame's length, little-endian
+
+
+@dataclass(slots=True)
+class Batch:
+    """Parsed lines ``first_line..last_line`` (1-based) and the bytes they took."""
+
+    first_line: int
+    last_line: int
+    entries: FlatBatch
+    consumed: int
+
+
+class LineError(InvalidEntryError):
+    """A line of the input is not a valid entry; ``number`` is its line number."""
+
+    def __init__(self, number: int, reason: str) -> None:
+        super().__init__(f"line {number}: {reason}")
+        self.number = number
+        self.reason = reason
+
+
+def read_batches(lines: Iterable[bytes], batch_size: int, tokens: bool = False) -> Iterator[Batch]:
+    """Parse lines into batches of ``batch_size`` entries, in this process.
+
+    Blank lines are skipped and a UTF-8 byte order mark before the first line is
+    ignored. ``tokens``: compute each entry's tokens too (for the index).
+
+    Raises:
+        LineError: a line is not a valid entry; its batch is not yielded.
+
+    """
+    flat: FlatBatch = FlatBatch([], [])
+    first = 1
+    consumed = 0
+    number = 0
+    for number, raw in enumerate(lines, start=1):
+        consumed += len(raw)
+        if number == 1 and raw.startswith(_UTF8_BOM):
+            raw = raw[len(_UTF8_BOM) :]  # noqa: PLW2901 - the BOM is not part of the line
+        if not raw or raw.isspace():
+            continue
+        try:
+            entry, tags = flat_from_json(raw.decode())
+        except UnicodeDecodeError as exc:
+            raise LineError(number, f"not valid UTF-8: {exc.reason}") from None
+        except InvalidEntryError as exc:
+            raise LineError(number, str(exc)) from None
+        if tags:
+            offset = len(flat.entries)
+            flat.tags.extend(
+                (offset, position, tag, tag.lower()) for position, tag in enumerate(tags)
+            )
+        flat.entries.append(entry)
+        if len(flat.entries) >= batch_size:
+            yield _finished(Batch(first, number, flat, consumed), tokens)
+            flat = FlatBatch([], [])
+            first = number + 1
+            consumed = 0
+    if flat.entries:
+        yield _finished(Batch(first, number, flat, consumed), tokens)
+
+
+def _finished(batch: Batch, tokens: bool) -> Batch:
+    if tokens:
+        batch.entries.token_postings()
+    return batch
+
+
+@contextlib.contextmanager
+def parsed_batches(stream: IO[bytes], batch_size: int) -> Iterator[Iterator[Batch]]:
+    """The batches of ``stream``, parsed by a child process where one can help.
+
+    The child reads ``stream``'s file descriptor itself; nothing else may read
+    it meanwhile. Leaving the context stops the child.
+
+    Raises:
+        LineError: (from the iterator) a line is not a valid entry.
+        LoopMemoryError: (from the iterator) the child process failed.
+
+    """
+    descriptor = _descriptor(stream)
+    if descriptor is None or (os.cpu_count() or 1) < 2 or not sys.executable:
+        yield read_batches(stream, batch_size)
+        return
+    package_root = str(Path(__file__).resolve().parents[1])
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [package_root, environment.get("PYTHONPATH")])
+    )
+    child = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
+        [sys.executable, "-m", __name__, str(batch_size)],
+        stdin=descriptor,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+    )
+    try:
+        yield _received(child)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        for pipe in (child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def _descriptor(stream: IO[bytes]) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return None
+
+
+def _received(child: subprocess.Popen[bytes]) -> Iterator[Batch]:
+    assert child.stdout is not None  # noqa: S101 - opened with stdout=PIPE above
+    while True:
+        header = child.stdout.read(_HEADER)
+        if len(header) < _HEADER:
+            raise _child_failure(child)
+        payload = child.stdout.read(int.from_bytes(header, "little"))
+        message: tuple[Any, ...] = pickle.loads(payload)  # noqa: S301 - our own child's output
+        kind = message[0]
+        if kind == "batch":
+            yield message[1]
+        elif kind == "line":
+            raise LineError(message[1], message[2])
+        elif kind == "end":
+            return
+        else:
+            raise LoopMemoryError(f"the JSON Lines parser failed: {message[1]}")
+
+
+def _child_failure(child: subprocess.Popen[bytes]) -> LoopMemoryError:
+    code = child.wait()
+    detail = b""
+    if child.stderr is not None:
+        detail = child.stderr.read()
+    last = detail.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {code}"]
+    return LoopMemoryError(f"the JSON Lines parser process stopped: {last[0]}")
+
+
+def _send(out: IO[bytes], message: tuple[Any, ...]) -> None:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(len(payload).to_bytes(_HEADER, "little"))
+    out.write(payload)
+    out.flush()
+
+
+def _child_main(batch_size: int) -> None:
+    """Parse standard input and send every batch, then ``end`` or the first error."""
+    out = sys.stdout.buffer
+    try:
+        for batch in read_batches(sys.stdin.buffer, batch_size, tokens=True):
+            _send(out, ("batch", batch))
+        _send(out, ("end",))
+    except LineError as exc:
+        _send(out, ("line", exc.number, exc.reason))
+    except BrokenPipeError:  # the importing process stopped listening
+        pass
+    except Exception as exc:
+        _send(out, ("failed", f"{type(exc).__name__}: {exc}"))
+
+
+if __name__ == "__main__":
+    # Through the module's real name, so that pickle names Batch as the parent knows it.
+    from loopctl_memory.jsonl_batches import _child_main as child_main
+
+    child_main(int(sys.argv[1]))
