@@ -36,6 +36,8 @@ class FlatBatch:
     tokens: dict[str, list[int]] | None = None
     """Each distinct token of the lowercase memories, with the ascending indexes of
     the entries holding it, when already computed."""
+    tag_values: dict[str, list[int]] | None = None
+    """The same for each distinct lowercase tag."""
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -57,6 +59,19 @@ class FlatBatch:
                         found.append(offset)
             self.tokens = postings
         return self.tokens
+
+    def tag_postings(self) -> dict[str, list[int]]:
+        """Each lowercase tag and the entries (indexes in the batch) carrying it; computed once."""
+        if self.tag_values is None:
+            postings: dict[str, list[int]] = {}
+            for offset, _, _, tag_lower in self.tags:
+                found = postings.get(tag_lower)
+                if found is None:
+                    postings[tag_lower] = [offset]
+                elif found[-1] != offset:  # an entry may carry the same tag twice
+                    found.append(offset)
+            self.tag_values = postings
+        return self.tag_values
 
 
 def tokens_of(memory_lower: str) -> set[str]:

@@ -85,13 +85,14 @@ def read_batches(lines: Iterable[bytes], batch_size: int, tokens: bool = False) 
             flat = FlatBatch([], [])
             first = number + 1
             consumed = 0
-    if flat.entries:
+    if flat.entries or consumed:  # trailing blank lines still count as read
         yield _finished(Batch(first, number, flat, consumed), tokens)
 
 
 def _finished(batch: Batch, tokens: bool) -> Batch:
     if tokens:
         batch.entries.token_postings()
+        batch.entries.tag_postings()
     return batch
 
 
@@ -99,8 +100,9 @@ def _finished(batch: Batch, tokens: bool) -> Batch:
 def parsed_batches(stream: IO[bytes], batch_size: int) -> Iterator[Iterator[Batch]]:
     """The batches of ``stream``, parsed by a child process where one can help.
 
-    The child reads ``stream``'s file descriptor itself; nothing else may read
-    it meanwhile. Leaving the context stops the child.
+    The child reads ``stream``'s file descriptor itself, from the stream's
+    position (a pipe: from what the stream has not buffered yet); nothing else
+    may read it meanwhile. Leaving the context stops the child.
 
     Raises:
         LineError: (from the iterator) a line is not a valid entry.
@@ -111,6 +113,8 @@ def parsed_batches(stream: IO[bytes], batch_size: int) -> Iterator[Iterator[Batc
     if descriptor is None or (os.cpu_count() or 1) < 2 or not sys.executable:
         yield read_batches(stream, batch_size)
         return
+    if stream.seekable():  # what this process buffered is not lost to the child
+        os.lseek(descriptor, stream.tell(), os.SEEK_SET)
     package_root = str(Path(__file__).resolve().parents[1])
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
@@ -147,7 +151,10 @@ def _received(child: subprocess.Popen[bytes]) -> Iterator[Batch]:
         header = child.stdout.read(_HEADER)
         if len(header) < _HEADER:
             raise _child_failure(child)
-        payload = child.stdout.read(int.from_bytes(header, "little"))
+        size = int.from_bytes(header, "little")
+        payload = child.stdout.read(size)
+        if len(payload) < size:  # the child died while sending
+            raise _child_failure(child)
         message: tuple[Any, ...] = pickle.loads(payload)  # noqa: S301 - our own child's output
         kind = message[0]
         if kind == "batch":

@@ -124,44 +124,18 @@ def index_tail(connection: Connection, fresh: Fresh | None = None) -> int:
     the last ones of the tail); the older rest of the tail is read back.
     """
     start = watermark(connection)
-    decode = from_stored(connection.dialect)
-    stored_before = fresh.first_seq if fresh is not None else None
     by_token: dict[str, list[int]] = {}
     by_tag: dict[str, list[int]] = {}
-    # Through the driver: SQLAlchemy's per-row result processing would cost more than the rest.
-    rows = _driver_sql(
-        connection,
-        "SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq < ? ORDER BY seq",
-        (start, stored_before if stored_before is not None else sys.maxsize),
-    ).all()
-    for seq, text in rows:
-        for token in tokens_of(decode(text)):
-            by_token.setdefault(token, []).append(seq)
-    tag_rows: Iterable[tuple[Any, Any]] = _driver_sql(
-        connection,
-        "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq < ? "
-        "ORDER BY entry_seq",
-        (start, stored_before if stored_before is not None else sys.maxsize),
-    ).all()
-    tag_values = [(seq, decode(stored)) for seq, stored in tag_rows]
-    last = rows[-1][0] if rows else start
+    last = start
+    read_before = fresh.first_seq if fresh is not None else sys.maxsize
+    if read_before > start + 1:
+        last = _read_back(connection, start, read_before, by_token, by_tag)
     if fresh is not None and len(fresh.batch):
-        base = fresh.first_seq
-        for token, offsets in fresh.batch.token_postings().items():
-            seqs = [base + offset for offset in offsets]
-            found = by_token.get(token)
-            if found is None:
-                by_token[token] = seqs
-            else:
-                found += seqs
-        tag_values += [(fresh.first_seq + offset, tag) for offset, _, _, tag in fresh.batch.tags]
+        _merge(by_token, fresh.batch.token_postings(), fresh.first_seq)
+        _merge(by_tag, fresh.batch.tag_postings(), fresh.first_seq)
         last = fresh.first_seq + len(fresh.batch) - 1
     if last == start:
         return 0
-    for seq, value in tag_values:
-        seqs = by_tag.setdefault(value, [])
-        if not seqs or seqs[-1] != seq:  # an entry may carry the same tag twice
-            seqs.append(seq)
     block = start + 1
     _add_postings(connection, TOKENS, block, by_token)
     _add_postings(connection, TAG_VALUES, block, by_tag)
@@ -169,6 +143,48 @@ def index_tail(connection: Connection, fresh: Fresh | None = None) -> int:
     if connection.dialect.name == "postgresql":
         _refresh_statistics(connection)
     return last - start
+
+
+def _read_back(
+    connection: Connection,
+    after: int,
+    before: int,
+    by_token: dict[str, list[int]],
+    by_tag: dict[str, list[int]],
+) -> int:
+    """Invert the stored entries with ``after < seq < before``; return the last seq read."""
+    decode = from_stored(connection.dialect)
+    # Through the driver: SQLAlchemy's per-row result processing would cost more than the rest.
+    rows = _driver_sql(
+        connection,
+        "SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq < ? ORDER BY seq",
+        (after, before),
+    ).all()
+    for seq, text in rows:
+        for token in tokens_of(decode(text)):
+            by_token.setdefault(token, []).append(seq)
+    tag_rows = _driver_sql(
+        connection,
+        "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq < ? "
+        "ORDER BY entry_seq",
+        (after, before),
+    )
+    for seq, stored in tag_rows:
+        seqs = by_tag.setdefault(decode(stored), [])
+        if not seqs or seqs[-1] != seq:  # an entry may carry the same tag twice
+            seqs.append(seq)
+    return int(rows[-1][0]) if rows else after
+
+
+def _merge(by_term: dict[str, list[int]], offsets_by_term: dict[str, list[int]], base: int) -> None:
+    """Append a batch's postings (offsets from ``base``) after the seqs already gathered."""
+    for term, offsets in offsets_by_term.items():
+        seqs = [base + offset for offset in offsets]
+        found = by_term.get(term)
+        if found is None:
+            by_term[term] = seqs
+        else:
+            found += seqs
 
 
 def _refresh_statistics(connection: Connection) -> None:
