@@ -23,6 +23,9 @@ FlatEntry = tuple[str, str, str, str, float, int, int, bool]
 """(id as 32 hex digits, category, memory, memory.lower(), relevance,
 created_at in microseconds since the epoch, access_count, validated)."""
 
+NumberedEntry = tuple[int, str, str, str, str, float, int, int, bool]
+"""(index of the entry in its batch, *FlatEntry)."""
+
 FlatTag = tuple[int, int, str, str]
 """(index of the entry in its batch, position in its tags, tag, tag.lower())."""
 
@@ -31,7 +34,7 @@ FlatTag = tuple[int, int, str, str]
 class FlatBatch:
     """Checked entries in storage order, their tags, and optionally their tokens."""
 
-    entries: list[FlatEntry]
+    entries: list[NumberedEntry]
     tags: list[FlatTag]
     tokens: dict[str, list[int]] | None = None
     """Each distinct token of the lowercase memories, with the ascending indexes of
@@ -42,16 +45,26 @@ class FlatBatch:
     def __len__(self) -> int:
         return len(self.entries)
 
+    def add(self, entry: FlatEntry, tags: list[str]) -> None:
+        """Append one entry and its tags, numbered after the entries already here."""
+        offset = len(self.entries)
+        self.entries.append((offset, *entry))
+        if tags:
+            self.tags.extend(
+                (offset, position, tag, tag.lower()) for position, tag in enumerate(tags)
+            )
+
     def has_unique_ids(self) -> bool:
         """Whether no two entries of the batch share an id."""
-        return len({entry[0] for entry in self.entries}) == len(self.entries)
+        return len({entry[1] for entry in self.entries}) == len(self.entries)
 
     def token_postings(self) -> dict[str, list[int]]:
         """Each token and the entries (indexes in the batch) that hold it; computed once."""
         if self.tokens is None:
             postings: dict[str, list[int]] = {}
-            for offset, entry in enumerate(self.entries):
-                for token in tokens_of(entry[3]):
+            for entry in self.entries:
+                offset = entry[0]
+                for token in tokens_of(entry[4]):
                     found = postings.get(token)
                     if found is None:
                         postings[token] = [offset]
@@ -97,10 +110,6 @@ def flat_entry(entry: MemoryEntry) -> FlatEntry:
 def flatten(entries: Iterable[MemoryEntry]) -> FlatBatch:
     """Checked entries as a batch (tokens left to be computed when needed)."""
     batch = FlatBatch([], [])
-    for offset, entry in enumerate(entries):
-        batch.entries.append(flat_entry(entry))
-        if entry.tags:
-            batch.tags.extend(
-                (offset, position, tag, tag.lower()) for position, tag in enumerate(entry.tags)
-            )
+    for entry in entries:
+        batch.add(flat_entry(entry), entry.tags)
     return batch

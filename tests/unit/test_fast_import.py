@@ -289,7 +289,7 @@ def expected_batch(lines: list[bytes]) -> FlatBatch:
             entry, tags = slow_flat(text.decode())
             offset = len(batch.entries)
             batch.tags.extend((offset, spot, tag, tag.lower()) for spot, tag in enumerate(tags))
-            batch.entries.append(entry)
+            batch.entries.append((offset, *entry))
     return batch
 
 
@@ -500,8 +500,8 @@ def test_the_child_process_yields_the_in_process_batches(tmp_path, children):
         assert_same_batch(want, got)
         assert want.entries.tokens == got.entries.tokens
     assert path.stat().st_size == sum(b.consumed for b in received)
-    assert -0.0 == received[0].entries.entries[0][4]
-    assert -1.0 == math.copysign(1, received[0].entries.entries[0][4])
+    assert -0.0 == received[0].entries.entries[0][5]
+    assert -1.0 == math.copysign(1, received[0].entries.entries[0][5])
 
 
 @NEEDS_TWO_CORES

@@ -43,14 +43,21 @@ _ENTRY_FIELDS = (
 _TAG_FIELDS = ("entry_seq", "position", "tag", "tag_lower")
 
 
-@functools.cache
-def _insert_sql(paramstyle: str) -> tuple[str, str]:
-    """The entries and tags INSERT statements in the driver's parameter style."""
+@functools.lru_cache(maxsize=16)
+def _insert_sql(paramstyle: str, first_seq: int | None = None) -> tuple[str, str]:
+    """The entries and tags INSERT statements in the driver's parameter style.
+
+    ``first_seq``: each row's first value is its index in the batch, and the
+    statements add ``first_seq`` to it, so that the batch's tuples go to the
+    driver as they are. Otherwise the first value is the seq itself.
+    """
 
     def insert(table: str, fields: tuple[str, ...]) -> str:
-        # Only our own column names are formatted in; every value is a parameter.
-        values = ", ".join(["?"] * len(fields))
-        statement = f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({values})"  # noqa: S608
+        # Only our own column names and an int are formatted in; every value is a parameter.
+        values = ["?"] * len(fields)
+        if first_seq is not None:
+            values[0] = f"? + {int(first_seq)}"
+        statement = f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({', '.join(values)})"  # noqa: S608
         return index.placeholders(statement, paramstyle)
 
     return insert("entries", _ENTRY_FIELDS), insert("tags", _TAG_FIELDS)
@@ -71,32 +78,24 @@ _ENTRY_COLUMNS = (
 # --- writing ---------------------------------------------------------------
 
 
-def _rows(
-    batch: FlatBatch, first_seq: int, native: bool
+def _native_rows(
+    batch: FlatBatch, first_seq: int
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Entry rows and tag rows in field order, numbered from ``first_seq``.
+    """Entry rows and tag rows numbered from ``first_seq``, as asyncpg takes them.
 
-    ``native`` (PostgreSQL): the driver takes a UUID, and text goes in as UTF-8
-    bytes (see :class:`~loopctl_memory.sql.text.Utf8Text`). SQLite takes the
-    flat tuples as they are (Uuid() is 32 hex digits there, a bool an integer).
+    The driver takes a UUID, and text goes in as UTF-8 bytes (see
+    :class:`~loopctl_memory.sql.text.Utf8Text`).
     """
-    if not native:
-        return (
-            [(seq, *entry) for seq, entry in enumerate(batch.entries, start=first_seq)],
-            [(first_seq + offset, *rest) for offset, *rest in batch.tags],
-        )
     entry_rows = [
         (
-            seq,
+            first_seq + offset,
             uuid.UUID(hex=hex_id),
             category,
             memory.encode(),
             memory_lower.encode(),
             *numbers,
         )
-        for seq, (hex_id, category, memory, memory_lower, *numbers) in enumerate(
-            batch.entries, start=first_seq
-        )
+        for offset, hex_id, category, memory, memory_lower, *numbers in batch.entries
     ]
     tag_rows = [
         (first_seq + offset, position, tag.encode(), tag_lower.encode())
@@ -117,8 +116,13 @@ async def insert_entries(connection: AsyncConnection, batch: FlatBatch) -> None:
         raise DuplicateEntryError("the batch holds two entries with the same id")
     dialect = connection.dialect
     position = await connection.run_sync(index.write_position)
-    entry_sql, tag_sql = _insert_sql(dialect.paramstyle)
-    entry_rows, tag_rows = _rows(batch, position.next_seq, native=dialect.name != "sqlite")
+    if dialect.name == "sqlite":  # SQLite takes the batch's tuples as they are
+        entry_sql, tag_sql = _insert_sql(dialect.paramstyle, position.next_seq)
+        entry_rows: list[Any] = batch.entries
+        tag_rows: list[Any] = batch.tags
+    else:
+        entry_sql, tag_sql = _insert_sql(dialect.paramstyle)
+        entry_rows, tag_rows = _native_rows(batch, position.next_seq)
     await connection.exec_driver_sql(entry_sql, entry_rows)
     if tag_rows:
         await connection.exec_driver_sql(tag_sql, tag_rows)
@@ -148,14 +152,15 @@ async def insert_one_sqlite(driver: Any, entry: MemoryEntry) -> int:
     it (one hop instead of four: the hops are most of a single store's time),
     else as four awaited calls. Either way all of it commits or none of it.
     """
-    entry_rows, tag_rows = _rows(flatten((entry,)), 0, native=False)
+    flat = flatten((entry,))
+    entry_row, tag_rows = flat.entries[0], flat.tags
     run_in_thread = getattr(driver, "_execute", None)  # aiosqlite's own; not public API
     if run_in_thread is not None and hasattr(driver, "_conn"):
-        seq: int = await run_in_thread(_insert_one_blocking, driver._conn, entry_rows[0], tag_rows)
+        seq: int = await run_in_thread(_insert_one_blocking, driver._conn, entry_row, tag_rows)
         return seq
     await driver.execute("BEGIN IMMEDIATE")
     try:
-        cursor = await driver.execute(_insert_one_sql(), entry_rows[0][1:])
+        cursor = await driver.execute(_insert_one_sql(), entry_row[1:])
         seq = int(cursor.lastrowid)
         if tag_rows:
             _, tag_sql = _insert_sql("qmark")
