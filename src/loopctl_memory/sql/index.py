@@ -209,7 +209,8 @@ def _add_postings(
         return
     table = vocabulary.terms.name
     encode, decode = as_stored(connection.dialect), from_stored(connection.dialect)
-    counts = [(encode(term), len(seqs)) for term, seqs in by_term.items()]
+    # In key order: each B-tree is then written front to back, not at random.
+    counts = sorted((encode(term), len(seqs)) for term, seqs in by_term.items())
     # Upsert (SQLite >= 3.24 and PostgreSQL): new terms get an id, known ones a larger count.
     term = vocabulary.term
     _driver_sql(
@@ -234,7 +235,7 @@ def _add_postings(
         connection,
         f"INSERT INTO {vocabulary.postings.name} ({vocabulary.term_id}, block, seqs) "  # noqa: S608
         "VALUES (?, ?, ?)",
-        [(ids[term], block, pack(seqs)) for term, seqs in by_term.items()],
+        sorted((ids[term], block, pack(seqs)) for term, seqs in by_term.items()),
     )
 
 
