@@ -2,8 +2,8 @@
 
 Parsing and checking a line costs about as much as storing it, and both hold
 Python's GIL, so a thread cannot overlap them. When the input has a file
-descriptor and the machine more than one core, a child process (this module,
-run with ``python -m``) reads the input itself and sends back each
+descriptor and the machine more than one core, a child process (this
+interpreter, running :func:`_child_main`) reads the input itself and sends back each
 :class:`Batch`, tokens included, while the importing process writes
 the previous batch. Otherwise the same batches are parsed in process.
 Either way the lines accepted, the batches and the errors are the same.
@@ -110,17 +110,18 @@ def parsed_batches(stream: IO[bytes], batch_size: int) -> Iterator[Iterator[Batc
         return
     if stream.seekable():  # what this process buffered is not lost to the child
         os.lseek(descriptor, stream.tell(), os.SEEK_SET)
+    # -P: the working directory never shadows a module; the package's own directory
+    # goes last on the path, for a parent that imported it from somewhere unusual.
     package_root = str(Path(__file__).resolve().parents[1])
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [package_root, environment.get("PYTHONPATH")])
+    program = (
+        f"import sys; sys.path.append({package_root!r}); "
+        f"from loopctl_memory.jsonl_batches import _child_main; _child_main({int(batch_size)})"
     )
-    child = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
-        [sys.executable, "-m", __name__, str(batch_size)],
+    child = subprocess.Popen(  # noqa: S603 - our own interpreter and code, no shell
+        [sys.executable, "-P", "-c", program],
         stdin=descriptor,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=environment,
     )
     try:
         yield _received(child)
@@ -210,7 +211,3 @@ def _child_main(batch_size: int) -> None:
         pass
     except Exception as exc:
         _send(out, ("failed", f"{type(exc).__name__}: {exc}"))
-
-
-if __name__ == "__main__":
-    _child_main(int(sys.argv[1]))
