@@ -48,5 +48,7 @@ async def test_a_selective_query_reads_only_its_candidates(tmp_path):
 
     expected = await reference.retrieve(query, 5)
     assert [e.id for e in expected] == [e.id for e in results]
-    assert 3 == read.checked, "only the three entries that contain a query word"
+    # At most the three entries that contain a query word: fewer when the first
+    # chunk of the walk scored one, or its floor rules one out by relevance.
+    assert 1 <= read.checked <= 3
     assert read.walked <= search.FIRST_CHUNK, "then one chunk of the relevance index"

@@ -135,8 +135,24 @@ def top_candidates(
     candidates = index.entries_with_terms(connection, index.TOKENS, selective_tokens)
     tagged_seqs = index.entries_with_terms(connection, index.TAG_VALUES, tag_value_ids)
     candidates |= tagged_seqs
-    checked: set[int] = set()
-    for seq, relevance, matches, tagged in _check(
+
+    # Unchecked entries hold no selective word and, unless the tag test is dense, no tag bonus.
+    bound_matches, bound_tag = dense_weight, tag_dense
+    test_words = dense_weight > 0
+    chunk = min(max(FIRST_CHUNK, 4 * limit), _MAX_CHUNK)
+    # The walk's first chunk comes before the check, scored in full (every word, the
+    # tag test): the limit-th score it gives spares the check every candidate whose
+    # relevance is too low to reach it.
+    rows = _next_rows(connection, query, None, chunk, test_words=True, test_tag=True)
+    stats.walked += len(rows)
+    checked = {row[0] for row in rows}
+    for seq, relevance, matches, tagged in rows:
+        best.offer(exact(relevance, matches, tagged), seq)
+    if len(rows) < chunk:
+        return best.result()  # that was every entry
+    # A candidate may hold every word, and the tag only where a tag can hold the query.
+    tag_possible = tag_dense or bool(tagged_seqs)
+    found = _check(
         connection,
         query,
         candidates,
@@ -144,34 +160,20 @@ def top_candidates(
         watermark=watermark,
         tag_dense=tag_dense,
         tagged_seqs=tagged_seqs,
-    ):
+        min_relevance=_Floor.of(best, query.word_count, query.word_count, tag_possible).relevance
+        if best.full
+        else None,
+        skip=checked,
+    )
+    stats.checked += len(found)
+    for seq, relevance, matches, tagged in found:
         checked.add(seq)
         best.offer(exact(relevance, matches, tagged), seq)
-    stats.checked += len(checked)
 
-    # Unchecked entries hold no selective word and, unless the tag test is dense, no tag bonus.
-    bound_matches, bound_tag = dense_weight, tag_dense
-    test_words = dense_weight > 0
-    cursor: tuple[float, int] | None = None
-    chunk = min(max(FIRST_CHUNK, 4 * limit), _MAX_CHUNK)
     while True:
-        floor = None
-        if best.full:
-            # Few rows pass the floor; return them a few at a time so that each
-            # raises the floor for the rest of the scan.
-            floor = _Floor.of(best, query.word_count, bound_matches, bound_tag)
-            chunk = max(limit, _FILTERED_CHUNK)
-        rows = _next_rows(
-            connection, query, cursor, chunk, test_words=test_words, test_tag=tag_dense, floor=floor
-        )
-        stats.walked += len(rows)
-        for seq, relevance, matches, tagged in rows:
-            if seq not in checked:
-                best.offer(exact(relevance, matches, tagged), seq)
-        if len(rows) < chunk:
-            return best.result()  # nothing left that could reach the limit-th score
         last_relevance, last_seq = rows[-1][1], rows[-1][0]
         cursor = (last_relevance, last_seq)
+        floor = None
         if best.full:
             kth_score, kth_seq = best.worst()
             bound = exact(last_relevance, bound_matches, bound_tag)
@@ -181,7 +183,21 @@ def top_candidates(
                 if below is None or exact(below, bound_matches, bound_tag) < kth_score:
                     return best.result()
                 cursor = (last_relevance, _MAX_SEQ)  # skip to the next relevance
-        chunk = min(2 * chunk, _MAX_CHUNK)
+            # Few rows pass the floor; return them a few at a time so that each
+            # raises the floor for the rest of the scan.
+            floor = _Floor.of(best, query.word_count, bound_matches, bound_tag)
+            chunk = max(limit, _FILTERED_CHUNK)
+        else:
+            chunk = min(2 * chunk, _MAX_CHUNK)
+        rows = _next_rows(
+            connection, query, cursor, chunk, test_words=test_words, test_tag=tag_dense, floor=floor
+        )
+        stats.walked += len(rows)
+        for seq, relevance, matches, tagged in rows:
+            if seq not in checked:
+                best.offer(exact(relevance, matches, tagged), seq)
+        if len(rows) < chunk:
+            return best.result()  # nothing left that could reach the limit-th score
 
 
 # The binary32 score differs from the same sum in binary64 by a few units in the
@@ -362,7 +378,9 @@ def _tagged_column(text: str) -> ColumnElement[Any]:
 def _scored_rows(
     connection: Connection, statement: Select[Any]
 ) -> list[tuple[int, float, int, bool]]:
-    return [(row[0], row[1], sum(row[3:]), bool(row[2])) for row in connection.execute(statement)]
+    # all() fetches the rows in one call; iterating the result fetches them one by one.
+    rows = connection.execute(statement).all()
+    return [(row[0], row[1], sum(row[3:]), bool(row[2])) for row in rows]
 
 
 def _check(
@@ -374,8 +392,13 @@ def _check(
     watermark: int,
     tag_dense: bool,
     tagged_seqs: set[int],
+    min_relevance: float | None = None,
+    skip: set[int] | frozenset[int] = frozenset(),
 ) -> list[tuple[int, float, int, bool]]:
     """(seq, relevance, matches, tagged) of these entries and of the tail entries that matter.
+
+    ``min_relevance``: leave out the indexed entries below it (they cannot reach
+    the score it was derived from). ``skip``: entries already scored.
 
     In the unindexed tail, those are the entries that hold a selective word (or,
     unless the tag test is dense, a tag holding the query); the rest of the tail
@@ -398,17 +421,21 @@ def _check(
                 entries.c.seq > watermark, or_(*tail_tests)
             )
         )
+    seqs = seqs - skip
     if seqs:
         indexed_tagged = tagged if tag_dense else literal(False)
+        wanted: list[ColumnElement[bool]] = [entries.c.seq.in_(int_list(seqs, connection.dialect))]
+        if min_relevance is not None:
+            wanted.append(entries.c.relevance >= min_relevance)
         parts.append(
-            select(entries.c.seq, entries.c.relevance, indexed_tagged, *matches).where(
-                entries.c.seq.in_(int_list(seqs, connection.dialect))
-            )
+            select(entries.c.seq, entries.c.relevance, indexed_tagged, *matches).where(*wanted)
         )
     if not parts:
         return []
     statement = parts[0] if len(parts) == 1 else union_all(*parts)
     rows = _scored_rows(connection, statement)  # type: ignore[arg-type]
+    if skip:  # the tail's part may name them again
+        rows = [row for row in rows if row[0] not in skip]
     if not tagged_seqs:
         return rows
     return [
