@@ -96,3 +96,49 @@ async def test_a_query_spanning_two_tag_values_does_not_match_either(query, monk
             await store.store_many([entry])
             await reference.store(entry)
             assert await reference.retrieve(query, 4) == await store.retrieve(query, 4)
+
+
+@pytest.mark.parametrize("selective_max", [0, 20, 10**9])
+async def test_ties_within_one_relevance_rank_as_the_reference(
+    selective_max, tmp_path, monkeypatch
+):
+    """Hundreds of entries share a relevance and a score; the few that beat them lie deep.
+
+    The walk skips, in the database, the rows of a relevance that can only tie
+    the limit-th candidate and lose on seq; it must still find every row that
+    beats it, or ties it with a smaller seq, as the reference does.
+    """
+    monkeypatch.setattr(index, "TAIL_LIMIT", 60)
+    monkeypatch.setattr(search, "SELECTIVE_MAX", selective_max)
+    monkeypatch.setattr(search, "FIRST_CHUNK", 8)
+    rng = random.Random(7)
+    made = []
+    for number in range(600):
+        # The first rows walked hold no common query word; the rows after them do.
+        first = "note" if number < 100 else "agent"
+        words = [first, "tool", *rng.sample(["file", "edit", "glob", "cache"], k=2)]
+        if number in (5, 290, 451, 598):  # every query word: these beat the rest
+            words += ["retry", "search"]
+        elif number % 40 == 17 and number > 100:
+            # A rare word instead of the common one: the same score, but found by the
+            # check, and with a larger seq than rows the walk has still to read.
+            words[0] = "retry"
+        made.append(
+            MemoryEntry(
+                MemoryCategory.FACT,
+                " ".join(words),
+                tags=["retry search"] if number == 452 else [],
+                relevance=rng.choice([1.0, 1.0, 1.0, 0.95]),
+                id=uuid.UUID(int=number + 1),
+            )
+        )
+    reference = InMemoryStore(made)
+    async with open_store(tmp_path / "memory.db") as store:
+        await store.store_many(made)
+        for query in ["agent retry", "agent tool search", "retry search", "tool", "edit glob"]:
+            for limit in (1, 3, 5, 10, 40):
+                expected = [e.id for e in await reference.retrieve(query, limit)]
+                assert expected == [e.id for e in await store.retrieve(query, limit)], (
+                    query,
+                    limit,
+                )

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +34,13 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Table,
+    and_,
     case,
     exists,
+    false,
     func,
     literal,
+    not_,
     or_,
     select,
     union_all,
@@ -55,7 +58,7 @@ _WORDS_PER_TERM = 60  # SQLite's parser limits expression depth to 1000
 FIRST_CHUNK = 256
 """Rows the first step of the walk reads (more for a larger limit)."""
 _MAX_CHUNK = 16_384
-_FILTERED_CHUNK = 16
+_FILTERED_CHUNK = 5
 _MAX_SEQ = 2**63 - 1
 
 
@@ -171,9 +174,8 @@ def top_candidates(
         best.offer(exact(relevance, matches, tagged), seq)
 
     while True:
-        last_relevance, last_seq = rows[-1][1], rows[-1][0]
-        cursor = (last_relevance, last_seq)
-        floor = None
+        last_relevance, last_seq = cursor = (rows[-1][1], rows[-1][0])
+        floor, level = None, None
         if best.full:
             kth_score, kth_seq = best.worst()
             bound = exact(last_relevance, bound_matches, bound_tag)
@@ -186,11 +188,19 @@ def top_candidates(
             # Few rows pass the floor; return them a few at a time so that each
             # raises the floor for the rest of the scan.
             floor = _Floor.of(best, query.word_count, bound_matches, bound_tag)
+            level = _Level.of(exact, last_relevance, best.worst(), query.word_count, tag_dense)
             chunk = max(limit, _FILTERED_CHUNK)
         else:
             chunk = min(2 * chunk, _MAX_CHUNK)
         rows = _next_rows(
-            connection, query, cursor, chunk, test_words=test_words, test_tag=tag_dense, floor=floor
+            connection,
+            query,
+            cursor,
+            chunk,
+            test_words=test_words,
+            test_tag=tag_dense,
+            floor=floor,
+            level=level,
         )
         stats.walked += len(rows)
         for seq, relevance, matches, tagged in rows:
@@ -224,6 +234,63 @@ class _Floor:
         floor = kth_score - _SCORE_MARGIN
         rest = 0.4 * bound_matches / max(word_count, 1) + (0.3 if bound_tag else 0.0) + 0.1
         return cls(floor, (floor - rest) / 0.5, max(word_count, 1))
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """What a row at the cursor's relevance needs to enter the best ``limit``, exactly.
+
+    At one relevance the score only grows with the (weighted) matches, so for
+    each tag state there is a least number of matches that beats the limit-th
+    candidate (``win``) and one that ties it (``tie``, enough with a smaller
+    seq). None: no number does. Scored in Python with the reference's binary32
+    arithmetic, so the database compares integers only: rows that merely tie
+    the limit-th score and lose on seq are never read.
+    """
+
+    win: tuple[int | None, int | None]  # by tagged: (False, True)
+    tie: tuple[int | None, int | None]
+    kth_seq: int
+
+    @classmethod
+    def of(
+        cls,
+        exact: Callable[[float, int, bool], float],
+        relevance: float,
+        kth: tuple[float, int],
+        word_count: int,
+        tag_tested: bool,
+    ) -> _Level:
+        kth_score, kth_seq = kth
+
+        def least(tagged: bool, enough: Callable[[float], bool]) -> int | None:
+            if tagged and not tag_tested:
+                return None  # such rows are scored untagged
+            return next(
+                (m for m in range(word_count + 1) if enough(exact(relevance, m, tagged))), None
+            )
+
+        beats, ties = (lambda value: value > kth_score), (lambda value: value >= kth_score)
+        return cls(
+            (least(False, beats), least(True, beats)),
+            (least(False, ties), least(True, ties)),
+            kth_seq,
+        )
+
+    def condition(
+        self, total: ColumnElement[Any], tagged: ColumnElement[Any]
+    ) -> ColumnElement[bool] | None:
+        """The rows that can enter, or None if none can."""
+        states: list[ColumnElement[bool]] = []
+        for state, (win, tie) in enumerate(zip(self.win, self.tie, strict=True)):
+            enough: list[ColumnElement[bool]] = []
+            if win is not None:
+                enough.append(total >= win)
+            if tie is not None and tie != win:
+                enough.append(and_(total >= tie, entries.c.seq < self.kth_seq))
+            if enough:
+                states.append(and_(tagged if state else not_(tagged), or_(*enough)))
+        return or_(*states) if states else None
 
 
 class _Terms:
@@ -453,10 +520,12 @@ def _next_rows(
     test_words: bool,
     test_tag: bool,
     floor: _Floor | None = None,
+    level: _Level | None = None,
 ) -> list[tuple[int, float, int, bool]]:
     """The next ``count`` entries in (relevance desc, seq asc) order after ``cursor``.
 
-    With a ``floor``, only entries that may reach its score, down to its relevance.
+    With a ``floor``, only entries that may reach its score, down to its relevance;
+    with a ``level``, at the cursor's relevance only the rows it lets in.
     """
     tagged = _tagged_column(query.text) if test_tag else literal(False)
     matches = _matches_column(query) if test_words else [literal(0)]
@@ -476,12 +545,18 @@ def _next_rows(
         statement = select(*columns).where(*conditions).order_by(*order).limit(count)
         return _scored_rows(connection, statement)
     relevance, seq = cursor
+    same_level = [entries.c.relevance == relevance, entries.c.seq > seq]
+    if level is not None:
+        total = matches[0]
+        for column in matches[1:]:
+            total = total + column
+        entering = level.condition(total, tagged)
+        same_level.append(entering if entering is not None else false())
+    else:
+        same_level += conditions
     rows = _scored_rows(
         connection,
-        select(*columns)
-        .where(entries.c.relevance == relevance, entries.c.seq > seq, *conditions)
-        .order_by(entries.c.seq)
-        .limit(count),
+        select(*columns).where(*same_level).order_by(entries.c.seq).limit(count),
     )
     if len(rows) < count:
         rows += _scored_rows(
