@@ -118,7 +118,7 @@ class Fresh:
 
 
 def index_tail(connection: Connection, fresh: Fresh | None = None) -> int:
-    """Add every entry above the watermark to the postings; return how many.
+    """Add every entry above the watermark to the postings; return how far it moved.
 
     ``fresh``: the tail's newest entries, if the caller holds them (they must be
     the last ones of the tail); the older rest of the tail is read back.
@@ -131,9 +131,16 @@ def index_tail(connection: Connection, fresh: Fresh | None = None) -> int:
     if read_before > start + 1:
         last = _read_back(connection, start, read_before, by_token, by_tag)
     if fresh is not None and len(fresh.batch):
-        _merge(by_token, fresh.batch.token_postings(), fresh.first_seq)
-        _merge(by_tag, fresh.batch.tag_postings(), fresh.first_seq)
-        last = fresh.first_seq + len(fresh.batch) - 1
+        batch, base = fresh.batch, fresh.first_seq
+        if batch.tokens is not None:  # inverted already (by the import's parser process)
+            _merge(by_token, batch.tokens, base)
+        else:  # straight into seqs: no offsets to rebase
+            for entry in batch.entries:
+                seq = base + entry[0]
+                for token in tokens_of(entry[4]):  # the lowercase memory
+                    by_token.setdefault(token, []).append(seq)
+        _merge(by_tag, batch.tag_postings(), base)
+        last = base + len(batch) - 1
     if last == start:
         return 0
     block = start + 1
