@@ -60,6 +60,8 @@ FIRST_CHUNK = 256
 _MAX_CHUNK = 16_384
 _FILTERED_CHUNK = 5
 _MAX_SEQ = 2**63 - 1
+_REMEMBERED_WORDS = 4_096  # words whose matching terms a vocabulary keeps
+_REMEMBERED_IDS = 10_000  # at most this many terms each
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +315,9 @@ class _Terms:
         self._loaded_through = 0
         self._counts: dict[int, int] = {}  # term id -> entries indexed with it
         self._counted_at: int | None = None  # the watermark the counts were read at
+        # text -> (how much of _text was searched, the ids found there): a word asked
+        # again only searches the terms added since.
+        self._found: dict[str, tuple[int, list[int]]] = {}
 
     def refresh(self, connection: Connection, mark: int) -> None:
         """Read what changed since the last refresh, as this transaction sees it."""
@@ -341,9 +346,21 @@ class _Terms:
 
     def containing(self, text: str) -> list[int]:
         """The ids of every loaded term that contains ``text``."""
+        whole = self._text  # a refresh in another thread may replace it meanwhile
+        searched, found = self._found.get(text, (0, []))
+        if searched < len(whole):
+            found = found + self._containing(text, whole, searched)
+            if len(found) <= _REMEMBERED_IDS:
+                if len(self._found) >= _REMEMBERED_WORDS:
+                    self._found.clear()
+                self._found[text] = (len(whole), found)
+        return found
+
+    def _containing(self, text: str, whole: str, start: int) -> list[int]:
+        """The ids of the terms of ``whole`` from ``start`` (a term's start) that hold ``text``."""
         found: list[int] = []
-        whole, starts, size = self._text, self._starts, len(text)
-        position = whole.find(text)
+        starts, size = self._starts, len(text)
+        position = whole.find(text, start)
         while position != -1:
             number = bisect.bisect_right(starts, position) - 1
             following = number + 1
