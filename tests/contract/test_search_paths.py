@@ -142,3 +142,29 @@ async def test_ties_within_one_relevance_rank_as_the_reference(
                     query,
                     limit,
                 )
+
+
+async def test_a_word_asked_again_finds_terms_indexed_since(tmp_path, monkeypatch):
+    """The vocabulary remembers which terms hold a word; newer terms must still count."""
+    monkeypatch.setattr(index, "TAIL_LIMIT", 10)
+    monkeypatch.setattr(search, "SELECTIVE_MAX", 10**9)  # every word enumerated
+    monkeypatch.setattr(search, "FIRST_CHUNK", 2)
+
+    def entry(number: int, text: str) -> MemoryEntry:
+        return MemoryEntry(
+            MemoryCategory.FACT, text, relevance=0.1 + number % 7 / 10, id=uuid.UUID(int=number + 1)
+        )
+
+    reference = InMemoryStore()
+    async with open_store(tmp_path / "memory.db") as store:
+        for round_number in range(4):
+            batch = [entry(round_number * 30 + n, f"plain words {n}") for n in range(28)]
+            batch += [  # a new term holding "lph" each round, indexed by the next round
+                entry(round_number * 30 + 28, f"alpha{round_number}"),
+                entry(round_number * 30 + 29, f"LPH-{round_number} beta"),
+            ]
+            await store.store_many(batch)
+            await reference.store_many(batch)
+            for query in ["lph", "beta lph", "alpha1", "h-"]:
+                expected = [e.id for e in await reference.retrieve(query, 5)]
+                assert expected == [e.id for e in await store.retrieve(query, 5)], query
