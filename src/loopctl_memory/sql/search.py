@@ -148,11 +148,19 @@ def top_candidates(
     # The walk's first chunk comes before the check, scored in full (every word, the
     # tag test): the limit-th score it gives spares the check every candidate whose
     # relevance is too low to reach it.
-    rows = _next_rows(connection, query, None, chunk, test_words=True, test_tag=True)
+    rows = _next_rows(
+        connection,
+        query,
+        None,
+        chunk,
+        test_words=True,
+        test_tag=True,
+        tags_known_through=None if tag_dense else watermark,
+    )
     stats.walked += len(rows)
     checked = {row[0] for row in rows}
     for seq, relevance, matches, tagged in rows:
-        best.offer(exact(relevance, matches, tagged), seq)
+        best.offer(exact(relevance, matches, tagged or seq in tagged_seqs), seq)
     if len(rows) < chunk:
         return best.result()  # that was every entry
     # A candidate may hold every word, and the tag only where a tag can hold the query.
@@ -538,13 +546,18 @@ def _next_rows(
     test_tag: bool,
     floor: _Floor | None = None,
     level: _Level | None = None,
+    tags_known_through: int | None = None,
 ) -> list[tuple[int, float, int, bool]]:
     """The next ``count`` entries in (relevance desc, seq asc) order after ``cursor``.
 
     With a ``floor``, only entries that may reach its score, down to its relevance;
-    with a ``level``, at the cursor's relevance only the rows it lets in.
+    with a ``level``, at the cursor's relevance only the rows it lets in. With
+    ``tags_known_through``, the tag test runs only on the entries above it (the
+    caller knows the others' from the tag postings) and reads False on them.
     """
     tagged = _tagged_column(query.text) if test_tag else literal(False)
+    if test_tag and tags_known_through is not None:
+        tagged = and_(entries.c.seq > tags_known_through, tagged)
     matches = _matches_column(query) if test_words else [literal(0)]
     columns = (entries.c.seq, entries.c.relevance, tagged, *matches)
     conditions: list[ColumnElement[bool]] = []
