@@ -293,6 +293,12 @@ def expected_batch(lines: list[bytes]) -> FlatBatch:
     return batch
 
 
+def assert_same_batches(expected: list[Batch], received: list[Batch]) -> None:
+    assert len(expected) == len(received)
+    for want, got in zip(expected, received, strict=True):
+        assert_same_batch(want, got)
+
+
 def assert_same_batch(expected: Batch, actual: Batch) -> None:
     assert (expected.first_line, expected.last_line, expected.consumed) == (
         actual.first_line,
@@ -495,10 +501,8 @@ def test_the_child_process_yields_the_in_process_batches(tmp_path, children):
     assert error is None
     assert 1 == len(children)
     assert children[0].poll() is not None
-    assert len(expected) == len(received)
-    for want, got in zip(expected, received, strict=True):
-        assert_same_batch(want, got)
-        assert want.entries.tokens == got.entries.tokens
+    assert_same_batches(expected, received)
+    assert [want.entries.tokens for want in expected] == [got.entries.tokens for got in received]
     assert path.stat().st_size == sum(b.consumed for b in received)
     assert -0.0 == received[0].entries.entries[0][5]
     assert -1.0 == math.copysign(1, received[0].entries.entries[0][5])
@@ -520,9 +524,7 @@ def test_the_child_process_reports_a_bad_line_as_the_in_process_parser_does(tmp_
     assert bad_at == error.number == expected_error.number
     assert expected_error.reason == error.reason
     assert "created_at '2025-03-03T09:12:04' has no UTC offset (add +00:00)" == error.reason
-    assert len(expected) == len(received)
-    for want, got in zip(expected, received, strict=True):
-        assert_same_batch(want, got)
+    assert_same_batches(expected, received)
     assert received[-1].last_line < bad_at
 
 
@@ -533,9 +535,7 @@ def test_a_stream_without_a_descriptor_is_parsed_in_process(children):
         received, error = collect(batches)
     assert error is None
     assert [] == children
-    assert len(expected) == len(received)
-    for want, got in zip(expected, received, strict=True):
-        assert_same_batch(want, got)
+    assert_same_batches(expected, received)
 
 
 def test_a_file_on_a_single_core_is_parsed_in_process(tmp_path, children, monkeypatch):
@@ -547,9 +547,7 @@ def test_a_file_on_a_single_core_is_parsed_in_process(tmp_path, children, monkey
         received, error = collect(batches)
     assert error is None
     assert [] == children
-    assert len(expected) == len(received)
-    for want, got in zip(expected, received, strict=True):
-        assert_same_batch(want, got)
+    assert_same_batches(expected, received)
 
 
 @NEEDS_TWO_CORES
