@@ -1,7 +1,7 @@
 """Entries flattened into plain tuples: the form bulk writes travel in.
 
 A :class:`FlatBatch` holds checked entries as tuples of str, int, float and
-bool, which are cheap to build, to pickle between processes and to hand to a
+bool, which are cheap to build, to send between processes and to hand to a
 database driver. ``store_many`` flattens the entries it is given; an import
 parses JSON Lines straight into this form (see :mod:`loopctl_memory.jsonl`),
 possibly in another process.
@@ -61,30 +61,44 @@ class FlatBatch:
     def token_postings(self) -> dict[str, list[int]]:
         """Each token and the entries (indexes in the batch) that hold it; computed once."""
         if self.tokens is None:
-            postings: dict[str, list[int]] = {}
-            for entry in self.entries:
-                offset = entry[0]
-                for token in tokens_of(entry[4]):
-                    found = postings.get(token)
-                    if found is None:
-                        postings[token] = [offset]
-                    else:
-                        found.append(offset)
-            self.tokens = postings
+            self.tokens = invert_tokens(((entry[0], entry[4]) for entry in self.entries), {})
         return self.tokens
 
     def tag_postings(self) -> dict[str, list[int]]:
         """Each lowercase tag and the entries (indexes in the batch) carrying it; computed once."""
         if self.tag_values is None:
-            postings: dict[str, list[int]] = {}
-            for offset, _, _, tag_lower in self.tags:
-                found = postings.get(tag_lower)
-                if found is None:
-                    postings[tag_lower] = [offset]
-                elif found[-1] != offset:  # an entry may carry the same tag twice
-                    found.append(offset)
-            self.tag_values = postings
+            self.tag_values = invert_tags(((tag[0], tag[3]) for tag in self.tags), {})
         return self.tag_values
+
+
+def invert_tokens(
+    texts: Iterable[tuple[int, str]], into: dict[str, list[int]]
+) -> dict[str, list[int]]:
+    """Add each (number, lowercase memory) to ``into``, token -> numbers, in the order given."""
+    for number, text in texts:
+        for token in tokens_of(text):
+            found = into.get(token)
+            if found is None:
+                into[token] = [number]
+            else:
+                found.append(number)
+    return into
+
+
+def invert_tags(
+    values: Iterable[tuple[int, str]], into: dict[str, list[int]]
+) -> dict[str, list[int]]:
+    """Add each (number, lowercase tag) to ``into``, tag -> numbers, in the order given.
+
+    An entry's tags come together, so one carrying the same tag twice is named once.
+    """
+    for number, value in values:
+        found = into.get(value)
+        if found is None:
+            into[value] = [number]
+        elif found[-1] != number:
+            found.append(number)
+    return into
 
 
 def tokens_of(memory_lower: str) -> set[str]:

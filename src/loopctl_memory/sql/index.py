@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult, Table, func, select, update
 from sqlalchemy.util.typing import TupleAny
 
-from loopctl_memory.flat import FlatBatch, tokens_of
+from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens
 from loopctl_memory.sql.tables import (
     entries,
     index_state,
@@ -135,10 +135,7 @@ def index_tail(connection: Connection, fresh: Fresh | None = None) -> int:
         if batch.tokens is not None:  # inverted already (by the import's parser process)
             _merge(by_token, batch.tokens, base)
         else:  # straight into seqs: no offsets to rebase
-            for entry in batch.entries:
-                seq = base + entry[0]
-                for token in tokens_of(entry[4]):  # the lowercase memory
-                    by_token.setdefault(token, []).append(seq)
+            invert_tokens(((base + entry[0], entry[4]) for entry in batch.entries), by_token)
         _merge(by_tag, batch.tag_postings(), base)
         last = base + len(batch) - 1
     if last == start:
@@ -167,19 +164,14 @@ def _read_back(
         "SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq < ? ORDER BY seq",
         (after, before),
     ).all()
-    for seq, text in rows:
-        for token in tokens_of(decode(text)):
-            by_token.setdefault(token, []).append(seq)
+    invert_tokens(((seq, decode(text)) for seq, text in rows), by_token)
     tag_rows = _driver_sql(
         connection,
         "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq < ? "
         "ORDER BY entry_seq",
         (after, before),
     )
-    for seq, stored in tag_rows:
-        seqs = by_tag.setdefault(decode(stored), [])
-        if not seqs or seqs[-1] != seq:  # an entry may carry the same tag twice
-            seqs.append(seq)
+    invert_tags(((seq, decode(stored)) for seq, stored in tag_rows), by_tag)
     return int(rows[-1][0]) if rows else after
 
 
