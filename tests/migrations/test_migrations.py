@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import random
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from loopctl_memory import (
     migrate,
     open_store,
 )
+from tests.migrations.schema_snapshot import schema_snapshot
 
 TARGETS = [":memory:", "file"]
 
@@ -164,3 +167,63 @@ def test_history_lists_every_revision_oldest_first():
     assert migrate.head() == revisions[-1].revision
     for older, newer in itertools.pairwise(revisions):
         assert older.revision == newer.down_revision
+
+
+def test_the_head_constant_is_the_newest_migration():
+    """Opening at head reads HEAD_REVISION instead of loading alembic: it must be the head."""
+    assert migrate.head() == migrate.HEAD_REVISION
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+async def test_a_created_database_is_the_migrated_one(kind, tmp_path):
+    """A new database is created from the tables, not by running every migration: the
+    result must be the same schema, rows and version stamp as alembic's upgrade gives."""
+    async with open_store(_target(kind, tmp_path)) as store:
+        async with store.engine.connect() as connection:
+            created = await connection.run_sync(schema_snapshot)
+            await connection.rollback()
+            await connection.run_sync(migrate.upgrade_to, "base")
+            await connection.run_sync(migrate.upgrade_to, "head")
+            migrated = await connection.run_sync(schema_snapshot)
+        assert migrated == created
+        assert created["tables"]["entries"]["indexes"], "the snapshot sees the indexes"
+        assert "WITHOUT ROWID" in str(created["ddl"]), "the snapshot sees the table options"
+
+
+async def test_a_created_database_migrates_down_and_up_with_its_entries(tmp_path):
+    path = _sqlite_file(tmp_path)
+    entries = [MemoryEntry(MemoryCategory.FACT, f"kept {n}", tags=["t"]) for n in range(30)]
+    async with open_store(path) as store:
+        await store.store_many(entries)
+        async with store.engine.connect() as connection:
+            assert "0001" == await connection.run_sync(migrate.upgrade_to, "0001")
+    async with open_store(path) as store:
+        assert migrate.HEAD_REVISION == await store.schema_revision()
+        assert [e.id for e in entries[:3]] == [e.id for e in await store.retrieve("kept", 3)]
+
+
+def test_creating_and_opening_a_database_do_not_load_alembic(tmp_path):
+    path = _sqlite_file(tmp_path)
+    script = (
+        "import asyncio, sys\n"
+        "from loopctl_memory import open_store\n"
+        "async def main():\n"
+        f"    async with open_store({str(path)!r}) as store:\n"
+        "        await store.count()\n"
+        "asyncio.run(main())\n"
+        "asyncio.run(main())\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'alembic'))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert "[]" == ran.stdout.strip()
+
+
+async def test_a_version_table_with_two_revisions_is_refused(tmp_path):
+    path = _sqlite_file(tmp_path)
+    async with open_store(path):
+        pass
+    with sqlite3.connect(path) as connection:
+        connection.execute("INSERT INTO alembic_version VALUES ('0001')")
+    connection.close()
+    with pytest.raises(SchemaError, match="2 schema revisions at once"):
+        await open_store(path)

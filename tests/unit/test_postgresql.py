@@ -16,6 +16,7 @@ from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, migrate, o
 from loopctl_memory.cli import cli
 from loopctl_memory.sql.engine import WRITERS_LOCK
 from tests.conftest import NEEDS_POSTGRES, POSTGRES_URL_VARIABLE, reset_postgres
+from tests.migrations.schema_snapshot import schema_snapshot
 
 pytestmark = NEEDS_POSTGRES
 
@@ -131,3 +132,18 @@ def test_the_cli_migrates_and_uses_a_postgresql_url(url):
     assert reported["database"].startswith("postgresql+asyncpg://")
     assert reported["size_bytes"] > 8192  # the tables and indexes on the server
     assert 1 == reported["entries"]
+
+
+async def test_a_created_database_is_the_migrated_one(url):
+    """A new database is created from the tables, not by the migrations: same schema."""
+    async with open_store(url) as store, store.engine.connect() as connection:
+        await connection.run_sync(migrate.upgrade_to, "base")
+        await connection.run_sync(migrate.ensure_schema, upgrade=True)
+        created = await connection.run_sync(schema_snapshot)
+        await connection.rollback()
+        await connection.run_sync(migrate.upgrade_to, "base")
+        await connection.run_sync(migrate.upgrade_to, "head")
+        migrated = await connection.run_sync(schema_snapshot)
+        await connection.rollback()
+    assert migrated == created
+    assert "insertion order" in str(created["tables"]["entries"]["columns"]), "sees comments"

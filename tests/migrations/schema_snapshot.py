@@ -1,0 +1,53 @@
+"""What a database's schema is, as data: to compare a created database with a migrated one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Connection, inspect, text
+
+
+def schema_snapshot(connection: Connection) -> dict[str, Any]:
+    """Every table's columns, keys, indexes and constraints, and the rows of the small tables.
+
+    On SQLite it adds each object's DDL with its lines sorted and quotes dropped,
+    which catches what the inspector does not report (``WITHOUT ROWID``, say)
+    while ignoring the order alembic's table rebuilds leave the constraints in.
+    """
+    inspector = inspect(connection)
+    tables: dict[str, Any] = {}
+    for table in sorted(inspector.get_table_names()):
+        tables[table] = {
+            "columns": [
+                {key: str(value) for key, value in column.items()}
+                for column in inspector.get_columns(table)
+            ],
+            "primary key": inspector.get_pk_constraint(table),
+            "foreign keys": by_name(inspector.get_foreign_keys(table)),
+            "indexes": by_name(inspector.get_indexes(table)),
+            "unique": by_name(inspector.get_unique_constraints(table)),
+            "checks": by_name(inspector.get_check_constraints(table)),
+        }
+        if connection.dialect.supports_comments:
+            tables[table]["comment"] = inspector.get_table_comment(table)
+    snapshot: dict[str, Any] = {
+        "tables": tables,
+        "index_state": connection.execute(text("SELECT * FROM index_state")).all(),
+        "alembic_version": connection.execute(text("SELECT * FROM alembic_version")).all(),
+    }
+    if connection.dialect.name == "sqlite":
+        snapshot["ddl"] = {
+            (kind, name): sorted(
+                line.strip().rstrip(",").replace('"', "") for line in (sql or "").splitlines()
+            )
+            for kind, name, sql in connection.execute(
+                text("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+            )
+        }
+    return snapshot
+
+
+def by_name(items: Iterable[Any]) -> list[Any]:
+    """Reflected keys, indexes or constraints in the order of their names."""
+    return sorted(items, key=lambda item: str(item.get("name")))
