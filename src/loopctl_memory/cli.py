@@ -12,32 +12,29 @@ import asyncio
 import contextlib
 import errno
 import json
-import math
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any, NoReturn, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 import platformdirs
-from rich import box
-from rich.console import Console, Group
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
-from rich.text import Text
-from sqlalchemy import Connection
 
-from loopctl_memory import migrate as migrations
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
 from loopctl_memory.errors import InvalidEntryError, LoopMemoryError, SchemaError, StorageError
 from loopctl_memory.jsonl import entry_to_dict, entry_to_json
-from loopctl_memory.jsonl_batches import LineError, parsed_batches
-from loopctl_memory.scoring import f32, parse_query
-from loopctl_memory.sql.boundary import translate_errors
-from loopctl_memory.sql.engine import create_engine, resolve_target
-from loopctl_memory.sql.repository import Summary
-from loopctl_memory.sql.store import DEFAULT_BUSY_TIMEOUT, SqlMemoryStore, open_store
+from loopctl_memory.jsonl_batches import Batch, LineError, parsed_batches
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from sqlalchemy import Connection
+
+    from loopctl_memory.sql.engine import Target
+    from loopctl_memory.sql.store import SqlMemoryStore
+
+# SQLAlchemy, alembic and rich load inside the commands that use them: `--help`
+# starts at once, and `import` starts its parser before the store's imports.
 
 T = TypeVar("T")
 
@@ -74,9 +71,15 @@ class _Settings:
         """The database as given, or the default file."""
         return self.db if self.db is not None else str(default_database())
 
+    def resolved(self) -> Target:
+        """The database as the library sees it (never connects)."""
+        from loopctl_memory.sql.engine import resolve_target
+
+        return resolve_target(self.target())
+
     def sqlite_file(self) -> Path | None:
         """The SQLite file the database is, or None for ``:memory:`` and servers."""
-        resolved = resolve_target(self.target())
+        resolved = self.resolved()
         if resolved.is_sqlite and not resolved.is_memory:
             return Path(str(resolved.url.database))
         return None
@@ -88,10 +91,9 @@ class _Settings:
             click.ClickException: a SQLite file that does not exist and may not be created.
 
         """
-        target = self.target()
         if self.db is None and create:
             default_database().parent.mkdir(parents=True, exist_ok=True)
-        resolved = resolve_target(target)
+        resolved = self.resolved()
         if resolved.is_sqlite and not resolved.is_memory:
             file = Path(str(resolved.url.database))
             if create and not file.parent.is_dir():
@@ -104,11 +106,11 @@ class _Settings:
                     f"no database at {file} ({self.source}): "
                     f"create it with `{PROG} init`, or choose another with --db"
                 )
-        return target
+        return self.target()
 
     def is_memory(self) -> bool:
         """Whether the database is a throwaway ``:memory:`` one."""
-        return self.db is not None and resolve_target(self.db).is_memory
+        return self.db is not None and self.resolved().is_memory
 
     def hint(self, error: StorageError) -> StorageError:
         """``error`` with where the database came from, so the user knows what to fix."""
@@ -117,6 +119,10 @@ class _Settings:
 
 async def _on_connection(target: str, work: Callable[[Connection], T]) -> T:
     """Run ``work`` on a plain connection to ``target``: for migrations, never for entries."""
+    from loopctl_memory.sql.boundary import translate_errors
+    from loopctl_memory.sql.engine import create_engine, resolve_target
+    from loopctl_memory.sql.store import DEFAULT_BUSY_TIMEOUT
+
     resolved = resolve_target(target)
     action = f"open {resolved.describe()}"
     with translate_errors(action):
@@ -136,6 +142,8 @@ async def _opened(settings: _Settings, *, create: bool) -> AsyncIterator[SqlMemo
     A new database gets the schema when ``create`` is true; an existing one is
     never upgraded behind the user's back: that is what ``migrate`` is for.
     """
+    from loopctl_memory.sql.store import open_store
+
     target = settings.locate(create=create)
     try:
         if settings.is_memory():
@@ -149,10 +157,13 @@ async def _opened(settings: _Settings, *, create: bool) -> AsyncIterator[SqlMemo
 
 
 async def _open_existing(target: str, *, create: bool) -> SqlMemoryStore:
+    from loopctl_memory import migrate
+    from loopctl_memory.sql.store import open_store
+
     try:
         return await open_store(target, migrate=False)
     except SchemaError:
-        if not create or await _on_connection(target, migrations.current) is not None:
+        if not create or await _on_connection(target, migrate.current) is not None:
             raise
     return await open_store(target, migrate=True)
 
@@ -224,133 +235,6 @@ class _Cli(click.Group):
             ) from exc
 
 
-# --- rendering (shared with the demo) --------------------------------------------------
-
-
-def format_score(value: float) -> str:
-    """The shortest decimal that reads back as the same binary32 score."""
-    for digits in range(1, 10):
-        text = f"{value:.{digits}g}"
-        if f32(float(text)) == value:
-            return text if "." in text or "e" in text else f"{text}.0"
-    return repr(value)  # pragma: no cover - nine digits always round-trip binary32
-
-
-def _cell(text: str) -> Text:
-    """User text, never read as rich markup, cut to its column on one line."""
-    return Text(text, no_wrap=True, overflow="ellipsis")
-
-
-def results_table(query: str, entries: Sequence[MemoryEntry]) -> Table:
-    """The ``search`` table: rank, exact score, category, relevance, tags and the memory.
-
-    The memory is cut to the width the console leaves it, one line per entry.
-    """
-    parsed = parse_query(query)
-    tag_texts = [", ".join(entry.tags) for entry in entries]
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("category", no_wrap=True)
-    table.add_column("relevance", justify="right", no_wrap=True)
-    table.add_column("tags", width=min(18, max([4, *map(len, tag_texts)])))
-    table.add_column("memory")
-    for rank, (entry, tags) in enumerate(zip(entries, tag_texts, strict=True), start=1):
-        table.add_row(
-            str(rank),
-            format_score(parsed.score_of(entry.relevance, entry.memory, entry.tags)),
-            str(entry.category),
-            repr(entry.relevance),
-            _cell(tags),
-            _cell(entry.memory),
-        )
-    return table
-
-
-def entry_table(entry: MemoryEntry) -> Table:
-    """Every field of one entry, one a row, the memory in full."""
-    table = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False)
-    table.add_column("field", style="bold", no_wrap=True)
-    table.add_column("value")
-    for name, value in entry_to_dict(entry).items():
-        shown = ", ".join(value) if name == "tags" else str(value)
-        table.add_row(name, Text(shown))
-    return table
-
-
-@dataclass(frozen=True, slots=True)
-class StoreStats:
-    """What ``stats`` reports."""
-
-    database: str
-    size_bytes: int | None
-    schema_revision: str | None
-    summary: Summary
-
-    def to_json(self) -> dict[str, Any]:
-        """The machine-readable form printed by ``stats --json``."""
-        return {
-            "database": self.database,
-            "size_bytes": self.size_bytes,
-            "schema_revision": self.schema_revision,
-            "entries": self.summary.entries,
-            "by_category": {str(c): n for c, n in self.summary.by_category.items()},
-            "relevance_histogram": list(self.summary.relevance_histogram),
-        }
-
-
-def stats_view(stats: StoreStats) -> Group:
-    """The ``stats`` tables: the database, the counts by category, the relevance histogram."""
-    size = "-" if stats.size_bytes is None else _human_size(stats.size_bytes)
-    overview = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False)
-    overview.add_column("what", style="bold", no_wrap=True)
-    overview.add_column("value")
-    overview.add_row("database", Text(stats.database))
-    overview.add_row("size", size)
-    overview.add_row("schema revision", str(stats.schema_revision))
-    overview.add_row("entries", str(stats.summary.entries))
-
-    categories = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    categories.add_column("category", no_wrap=True)
-    categories.add_column("entries", justify="right")
-    for category, number in stats.summary.by_category.items():
-        categories.add_row(str(category), str(number))
-
-    histogram = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    histogram.add_column("relevance", no_wrap=True)
-    histogram.add_column("entries", justify="right")
-    histogram.add_column("", no_wrap=True)
-    biggest = max(stats.summary.relevance_histogram, default=0) or 1
-    for low, number in enumerate(stats.summary.relevance_histogram):
-        closing = "]" if low == 9 else ")"
-        bar = "█" * math.ceil(30 * number / biggest) if number else ""
-        histogram.add_row(f"[{low / 10:.1f}, {(low + 1) / 10:.1f}{closing}", str(number), bar)
-    return Group(overview, Text(), categories, Text(), histogram)
-
-
-def consolidation_view(target: str, stats: ConsolidationStats) -> Group:
-    """What ``consolidate`` did."""
-    table = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False)
-    table.add_column("what", style="bold", no_wrap=True)
-    table.add_column("value", justify="right")
-    for name, value in asdict(stats).items():
-        table.add_row(name.replace("_", " "), str(value))
-    return Group(Text(f"consolidated {target}:"), table)
-
-
-def _human_size(size: int) -> str:
-    amount = float(size)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if amount < 1024 or unit == "GiB":
-            return f"{size} bytes" if unit == "bytes" else f"{amount:.1f} {unit}"
-        amount /= 1024
-    return f"{size} bytes"  # pragma: no cover - the loop always returns
-
-
-def _console(*, stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, emoji=False)
-
-
 def _echo_json(value: object) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2))
 
@@ -395,13 +279,13 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
 @click.pass_obj
 def init(settings: _Settings) -> None:
     """Create the database, or bring its schema to the newest revision."""
+    from loopctl_memory import migrate
+    from loopctl_memory.sql.store import open_store
 
     async def work() -> tuple[str | None, str | None, str]:
         target = settings.locate(create=True)
         try:
-            before = (
-                None if settings.is_memory() else await _on_connection(target, migrations.current)
-            )
+            before = None if settings.is_memory() else await _on_connection(target, migrate.current)
             async with open_store(target) as store:
                 return before, await store.schema_revision(), store.target
         except StorageError as exc:
@@ -438,6 +322,8 @@ def migrate_command(settings: _Settings, revision: str | None, list_only: bool, 
             )
         _list_revisions(settings)
         return
+    from loopctl_memory import migrate as migrations
+
     known = [script.revision for script in migrations.history()]
     wanted = revision or "head"
     if wanted not in (*known, "head", "base"):
@@ -454,7 +340,7 @@ def migrate_command(settings: _Settings, revision: str | None, list_only: bool, 
             before = await _on_connection(target, migrations.current)
             if _is_downgrade(known, before, target_revision) and not yes:
                 _confirm(
-                    f"Downgrade {resolve_target(target).describe()} from {before} to "
+                    f"Downgrade {settings.resolved().describe()} from {before} to "
                     f"{target_revision or 'base'}? What the newer revisions hold is dropped."
                 )
             after = await _on_connection(
@@ -465,7 +351,7 @@ def migrate_command(settings: _Settings, revision: str | None, list_only: bool, 
         return before, after
 
     before, after = _run(work())
-    where = resolve_target(settings.target()).describe()
+    where = settings.resolved().describe()
     if before == after:
         click.echo(f"{where} is already at schema revision {after or 'base'}")
     else:
@@ -482,31 +368,19 @@ def _is_downgrade(known: list[str], before: str | None, after: str | None) -> bo
 
 
 def _list_revisions(settings: _Settings) -> None:
+    from loopctl_memory import migrate
+    from loopctl_memory.views import console, revisions_table
+
     target = settings.target()
-    resolved = resolve_target(target)
     file = settings.sqlite_file()
     missing = file is not None and not file.exists()
     try:
-        current = None if missing else _run(_on_connection(target, migrations.current))
+        current = None if missing else _run(_on_connection(target, migrate.current))
     except StorageError as exc:
         raise settings.hint(exc) from exc
-    head = migrations.head()
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("revision", no_wrap=True)
-    table.add_column("description")
-    table.add_column("", no_wrap=True)
-    for script in migrations.history():
-        marks = [
-            m
-            for m, on in (
-                ("current", script.revision == current),
-                ("head", script.revision == head),
-            )
-            if on
-        ]
-        table.add_row(script.revision, Text(script.message), ", ".join(marks))
-    _console().print(table)
-    where = resolved.describe()
+    head = migrate.head()
+    console().print(revisions_table(migrate.history(), current=current, head=head))
+    where = settings.resolved().describe()
     if current is None:
         click.echo(f"{where} has no schema yet: `{PROG} init` creates it")
     elif current == head:
@@ -585,7 +459,9 @@ def search(settings: _Settings, query: str, limit: int, as_json: bool) -> None:
     elif not found:
         click.echo("No memories stored.", err=True)
     else:
-        _console().print(results_table(query, found))
+        from loopctl_memory.views import console, results_table
+
+        console().print(results_table(query, found))
 
 
 def _get_entry(settings: _Settings, entry_id: Any) -> MemoryEntry:
@@ -609,7 +485,9 @@ def get(settings: _Settings, entry_id: Any, as_json: bool) -> None:
     if as_json:
         _echo_json(entry_to_dict(found))
     else:
-        _console().print(entry_table(found))
+        from loopctl_memory.views import console, entry_table
+
+        console().print(entry_table(found))
 
 
 @cli.command(epilog=_example(f"{PROG} delete 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b"))
@@ -663,7 +541,9 @@ def consolidate(settings: _Settings, yes: bool, as_json: bool) -> None:
     if as_json:
         _echo_json(asdict(stats))
     else:
-        _console().print(consolidation_view(where, stats))
+        from loopctl_memory.views import console, consolidation_view
+
+        console().print(consolidation_view(where, stats))
 
 
 @cli.command(epilog=_example(f"{PROG} stats", f"{PROG} --db ./agent.db stats --json"))
@@ -671,6 +551,7 @@ def consolidate(settings: _Settings, yes: bool, as_json: bool) -> None:
 @click.pass_obj
 def stats(settings: _Settings, as_json: bool) -> None:
     """Show how many memories there are, by category and relevance, and where they live."""
+    from loopctl_memory.views import StoreStats, console, database_size, stats_view
 
     async def work() -> StoreStats:
         async with _opened(settings, create=False) as store:
@@ -686,13 +567,7 @@ def stats(settings: _Settings, as_json: bool) -> None:
     if as_json:
         _echo_json(found.to_json())
     else:
-        _console().print(stats_view(found))
-
-
-def database_size(file: Path) -> int:
-    """The bytes a SQLite file takes, with its write-ahead log."""
-    parts = (file, file.with_name(f"{file.name}-wal"))
-    return sum(part.stat().st_size for part in parts if part.exists())
+        console().print(stats_view(found))
 
 
 @cli.command(
@@ -771,51 +646,62 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
     imported = 0
     first_line = 1
 
-    async def work(stream: IO[bytes], progress: Progress, size: int | None) -> None:
+    async def work(batches: Iterator[Batch], progress: Progress, size: int | None) -> None:
         nonlocal imported, first_line
         task = progress.add_task("importing", total=size, entries=0)
-        # The parser starts first: its process boots while the store opens.
-        with parsed_batches(stream, batch_size) as batches:
-            async with _opened(settings, create=True) as store:
-                # The next batch is parsed (in a child process, or in a thread) while
-                # this one is written.
-                parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
-                try:
-                    while (batch := await parsing) is not None:
-                        parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
-                        first_line = batch.first_line
-                        try:
-                            await store.store_flat(batch.entries)
-                        except LoopMemoryError as exc:
-                            advice = _import_advice(file, imported, first_line)
-                            raise type(exc)(
-                                f"{name} lines {first_line}-{batch.last_line}: {exc}; {advice}"
-                            ) from exc
-                        imported += len(batch.entries)
-                        first_line = batch.last_line + 1
-                        progress.update(task, advance=batch.consumed, entries=imported)
-                finally:
-                    # A failed write leaves the next parse running: let it finish before
-                    # the input closes, and drop its result.
-                    await asyncio.wait((parsing,))
-                    if not parsing.cancelled():
-                        parsing.exception()
+        async with _opened(settings, create=True) as store:
+            # The next batch is parsed (in a child process, or in a thread) while
+            # this one is written.
+            parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+            try:
+                while (batch := await parsing) is not None:
+                    parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+                    first_line = batch.first_line
+                    try:
+                        await store.store_flat(batch.entries)
+                    except LoopMemoryError as exc:
+                        advice = _import_advice(file, imported, first_line)
+                        raise type(exc)(
+                            f"{name} lines {first_line}-{batch.last_line}: {exc}; {advice}"
+                        ) from exc
+                    imported += len(batch.entries)
+                    first_line = batch.last_line + 1
+                    progress.update(task, advance=batch.consumed, entries=imported)
+            finally:
+                # A failed write leaves the next parse running: let it finish before
+                # the input closes, and drop its result.
+                await asyncio.wait((parsing,))
+                if not parsing.cancelled():
+                    parsing.exception()
 
-    console = _console(stderr=True)
     with contextlib.ExitStack() as stack:
         stream = sys.stdin.buffer if str(file) == "-" else stack.enter_context(file.open("rb"))
+        # The parser starts first: its process boots and parses while this one loads
+        # rich and the store and opens the database.
+        batches = stack.enter_context(parsed_batches(stream, batch_size))
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        from loopctl_memory.views import console
+
+        err = console(stderr=True)
         progress = stack.enter_context(
             Progress(
                 TextColumn("importing {task.fields[entries]} entries"),
                 BarColumn(),
                 DownloadColumn(),
                 TimeRemainingColumn(),
-                console=console,
-                disable=not console.is_terminal,
+                console=err,
+                disable=not err.is_terminal,
             )
         )
         try:
-            _run(work(stream, progress, None if str(file) == "-" else file.stat().st_size))
+            _run(work(batches, progress, None if str(file) == "-" else file.stat().st_size))
         except LineError as exc:
             advice = _import_advice(file, imported, first_line)
             raise InvalidEntryError(f"{name} line {exc.number}: {exc.reason}; {advice}") from exc

@@ -21,17 +21,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from loopctl_memory.cli import (
-    PROG,
+from loopctl_memory.cli import PROG
+from loopctl_memory.entry import MemoryEntry
+from loopctl_memory.jsonl import entry_from_json, entry_to_json
+from loopctl_memory.sql.store import SqlMemoryStore, open_store
+from loopctl_memory.views import (
     StoreStats,
     consolidation_view,
     database_size,
     results_table,
     stats_view,
 )
-from loopctl_memory.entry import MemoryEntry
-from loopctl_memory.jsonl import entry_from_json, entry_to_json
-from loopctl_memory.sql.store import SqlMemoryStore, open_store
 
 DEFAULT_DIRECTORY = Path(".demo")
 
