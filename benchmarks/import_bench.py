@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from click.testing import CliRunner
 from loopctl_memory import open_store
 from loopctl_memory.cli import IMPORT_BATCH, cli
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
+from loopctl_memory.flat import FlatBatch
 from loopctl_memory.jsonl import entry_to_json
 from loopctl_memory.jsonl_batches import read_batches
 
@@ -85,23 +87,64 @@ def run_subprocess(database: Path, source: Path) -> float:
 
 
 def breakdown(scratch: Path, source: Path) -> None:
-    """Where the time goes: parsing the lines (the child's work), then storing them."""
+    """Where the time goes: parsing the lines (the child's work), then storing them.
+
+    The floor is the same rows through the standard library's sqlite3 into the
+    same schema and settings, without the token index: what this machine's SQLite
+    needs at the least, to compare runs on machines of different speeds.
+    """
     started = time.perf_counter()
     with source.open("rb") as lines:
         batches = list(read_batches(lines, IMPORT_BATCH, tokens=True))
     parsed = time.perf_counter() - started
 
-    async def store() -> float:
-        async with open_store(scratch / "breakdown.db") as memory:
+    async def store(path: Path) -> float:
+        async with open_store(path) as memory:
             began = time.perf_counter()
             for batch in batches:
                 await memory.store_flat(batch.entries)
             return time.perf_counter() - began
 
-    stored = asyncio.run(store())
+    stored = asyncio.run(store(scratch / "breakdown.db"))
+    floor = raw_floor(scratch / "floor.db", [batch.entries for batch in batches])
     count = sum(len(batch.entries) for batch in batches)
-    for label, seconds in (("parse (read_batches)", parsed), ("store (store_flat)", stored)):
+    for label, seconds in (
+        ("parse (read_batches)", parsed),
+        ("store (store_flat)", stored),
+        ("floor (raw sqlite3)", floor),
+    ):
         print(f"  {label:22} {seconds:6.2f} s  {count / seconds:>9,.0f} entries/s")
+
+
+ENTRY_COLUMNS = "seq, id, category, memory, memory_lower, relevance, created_at_us, access_count"
+ENTRY_INSERT = (
+    f"INSERT INTO entries ({ENTRY_COLUMNS}, validated) VALUES (? + {{}}, {', '.join('?' * 8)})"
+)
+TAG_INSERT = "INSERT INTO tags (entry_seq, position, tag, tag_lower) VALUES (? + {}, ?, ?, ?)"
+
+
+def raw_floor(path: Path, batches: list[FlatBatch]) -> float:
+    """Seconds to insert the batches' entries and tags with sqlite3, a transaction each."""
+
+    async def create() -> None:
+        async with open_store(path):  # the schema, in WAL mode
+            pass
+
+    asyncio.run(create())
+    connection = sqlite3.connect(path, isolation_level=None)
+    for pragma in ("synchronous=NORMAL", "cache_size=-65536", "foreign_keys=ON"):
+        connection.execute(f"PRAGMA {pragma}")  # as the store's connections
+    started = time.perf_counter()
+    first_seq = 1
+    for batch in batches:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.executemany(ENTRY_INSERT.format(first_seq), batch.entries)
+        connection.executemany(TAG_INSERT.format(first_seq), batch.tags)
+        connection.execute("COMMIT")
+        first_seq += len(batch)
+    elapsed = time.perf_counter() - started
+    connection.close()
+    return elapsed
 
 
 def main() -> None:
