@@ -227,3 +227,14 @@ async def test_a_version_table_with_two_revisions_is_refused(tmp_path):
     connection.close()
     with pytest.raises(SchemaError, match="2 schema revisions at once"):
         await open_store(path)
+
+
+async def test_a_database_downgraded_to_base_is_created_again_on_open(tmp_path):
+    """Base leaves an empty version table behind; opening creates the schema beside it."""
+    path = _sqlite_file(tmp_path)
+    async with open_store(path) as store, store.engine.connect() as connection:
+        assert await connection.run_sync(migrate.upgrade_to, "base") is None
+    async with open_store(path) as store:
+        assert migrate.HEAD_REVISION == await store.schema_revision()
+        await store.store(MemoryEntry(MemoryCategory.FACT, "stored after re-creation"))
+        assert ["stored after re-creation"] == [e.memory for e in await store.retrieve("", 5)]
