@@ -43,8 +43,13 @@ PROG = "loopctl-memory"
 DB_ENVVAR = "LOOPCTL_MEMORY_DB"
 """The environment variable naming the database when ``--db`` is not given."""
 
-IMPORT_BATCH = 10_000
-"""Lines stored per transaction by ``import``."""
+IMPORT_BATCH = 25_000
+"""Lines stored per transaction by ``import``.
+
+Each commit writes every page the batch touched in the id index, whose keys are
+random: fewer, larger batches write them less often (a 1,000,000-line import
+took 35 s in batches of 10,000 and 28 s in batches of 25,000, for 60 MB more
+memory)."""
 
 _CATEGORIES = [category.value for category in MemoryCategory]
 
