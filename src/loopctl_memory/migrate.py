@@ -105,7 +105,7 @@ def current(connection: Connection) -> str | None:
 def ensure_schema(connection: Connection, *, upgrade: bool) -> str:
     """Make sure the database is at head, creating or upgrading it when ``upgrade`` is true.
 
-    A database at head costs one read and takes no lock. A new one (no tables of
+    A database at head costs one read, without the write lock. A new one (no tables of
     ours) is created from the table definitions and stamped at head in one
     transaction, as alembic's cookbook does; an older one is upgraded by alembic.
 
