@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from loopctl_memory import __version__
+from loopctl_memory import MemoryCategory, MemoryEntry, __version__
 from loopctl_memory.cli import main
+from loopctl_memory.jsonl import entry_to_json
 
 SCRIPT = shutil.which("loopctl-memory", path=str(Path(sys.executable).parent))
 
@@ -111,3 +113,53 @@ def test_the_script_freezes_what_it_allocated_before_exiting(monkeypatch):
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def _read_all(descriptor: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(descriptor, 65536)
+        except OSError:  # EIO: the terminal's other end is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_import_shows_a_progress_bar_on_a_terminal(tmp_path):
+    """On a terminal (stderr a pty) the real command draws its bar and ends at every entry."""
+    source = tmp_path / "memories.jsonl"
+    lines = [
+        entry_to_json(MemoryEntry(MemoryCategory.FACT, f"memory {n}", tags=["t"]))
+        for n in range(3_000)
+    ]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert SCRIPT is not None
+    primary, secondary = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [SCRIPT, "--db", tmp_path / "memory.db", "import", "--batch-size", "1000", source],
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
+        )
+        os.close(secondary)
+        terminal = _read_all(primary).decode(errors="replace")
+        stdout, _ = process.communicate()
+    finally:
+        os.close(primary)
+    assert 0 == process.returncode, terminal
+    assert f"Imported 3000 entries from {source}\n" == stdout.decode()
+    assert "importing 3000 entries" in terminal
+    assert "━" in terminal  # the bar itself
+    assert "Traceback" not in terminal
+
+
+def test_import_draws_no_bar_when_stderr_is_not_a_terminal(tmp_path):
+    source = tmp_path / "memories.jsonl"
+    source.write_text(entry_to_json(MemoryEntry(MemoryCategory.FACT, "one")) + "\n", "utf-8")
+    result = run([SCRIPT], "--db", tmp_path / "memory.db", "import", source)
+    assert 0 == result.returncode
+    assert "" == result.stderr
