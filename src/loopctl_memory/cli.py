@@ -13,7 +13,9 @@ import contextlib
 import errno
 import gc
 import json
+import os
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -113,6 +115,11 @@ class _Settings:
                     f"create it with `{PROG} init`, or choose another with --db"
                 )
         return self.target()
+
+    def names_a_server(self) -> bool:
+        """Whether the database is a server's (read from the text alone: nothing imported)."""
+        target = self.target()
+        return "://" in target and not target.startswith("sqlite")
 
     def is_memory(self) -> bool:
         """Whether the database is a throwaway ``:memory:`` one."""
@@ -671,6 +678,11 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
                         raise type(exc)(
                             f"{name} lines {first_line}-{batch.last_line}: {exc}; {advice}"
                         ) from exc
+                    finally:
+                        # Done with, stored or not (the directory goes at the end anyway).
+                        if batch.entries.staged is not None:
+                            with contextlib.suppress(OSError):
+                                os.unlink(batch.entries.staged.path)
                     imported += len(batch.entries)
                     first_line = batch.last_line + 1
                     progress.update(task, advance=batch.consumed, entries=imported)
@@ -683,9 +695,13 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
 
     with contextlib.ExitStack() as stack:
         stream = sys.stdin.buffer if str(file) == "-" else stack.enter_context(file.open("rb"))
+        # A SQLite store copies each batch from a file the parser wrote, binding nothing.
+        stage_dir = None
+        if not settings.names_a_server():
+            stage_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"{PROG}-")))
         # The parser starts first: its process boots and parses while this one loads
         # rich and the store and opens the database.
-        batches = stack.enter_context(parsed_batches(stream, batch_size))
+        batches = stack.enter_context(parsed_batches(stream, batch_size, stage_dir))
         from rich.progress import (
             BarColumn,
             DownloadColumn,

@@ -30,6 +30,15 @@ FlatTag = tuple[int, int, str, str]
 """(index of the entry in its batch, position in its tags, tag, tag.lower())."""
 
 
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """A batch's entries and tags, written to a SQLite file of their own (see ``staging``)."""
+
+    path: str
+    entries: int
+    """How many entries the file holds."""
+
+
 @dataclass(slots=True)
 class FlatBatch:
     """Checked entries in storage order, their tags, and optionally their tokens."""
@@ -41,9 +50,12 @@ class FlatBatch:
     the entries holding it, when already computed."""
     tag_values: dict[str, list[int]] | None = None
     """The same for each distinct lowercase tag."""
+    staged: Staged | None = None
+    """Where the entries and tags are when they are not in the lists: a stage file,
+    which only a SQLite store reads. ``tokens`` and ``tag_values`` are then set."""
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.entries) if self.staged is None else self.staged.entries
 
     def add(self, entry: FlatEntry, tags: list[str]) -> None:
         """Append one entry and its tags, numbered after the entries already here."""

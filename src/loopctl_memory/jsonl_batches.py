@@ -5,8 +5,9 @@ Python's GIL, so a thread cannot overlap them. When the input has a file
 descriptor and the machine more than one core, a child process (this
 interpreter, running :func:`_child_main`) reads the input itself and sends back each
 :class:`Batch`, tokens included, while the importing process writes
-the previous batch. Otherwise the same batches are parsed in process.
-Either way the lines accepted, the batches and the errors are the same.
+the previous batch; for a SQLite store it writes the batch's rows to a stage file
+(:mod:`loopctl_memory.staging`) and sends the rest. Otherwise the same batches are
+parsed in process. Either way the lines accepted, the batches and the errors are the same.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from loopctl_memory.errors import InvalidEntryError, LoopMemoryError
-from loopctl_memory.flat import FlatBatch
+from loopctl_memory.flat import FlatBatch, Staged
 from loopctl_memory.jsonl import flat_from_json
+from loopctl_memory.staging import write_stage
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 _HEADER = 8  # bytes of a frame's length, little-endian
@@ -92,12 +94,20 @@ def _finished(batch: Batch, tokens: bool) -> Batch:
 
 
 @contextlib.contextmanager
-def parsed_batches(stream: IO[bytes], batch_size: int) -> Iterator[Iterator[Batch]]:
+def parsed_batches(
+    stream: IO[bytes], batch_size: int, stage_dir: Path | None = None
+) -> Iterator[Iterator[Batch]]:
     """The batches of ``stream``, parsed by a child process where one can help.
 
     The child reads ``stream``'s file descriptor itself, from the stream's
     position (a pipe: from what the stream has not buffered yet); nothing else
     may read it meanwhile. Leaving the context stops the child.
+
+    ``stage_dir``: the child writes each batch to a stage file there (see
+    :mod:`loopctl_memory.staging`) and sends the rest; for a SQLite store, whose
+    writer then binds no values. A batch whose ids repeat still comes as rows,
+    for the store to refuse as usual; so do batches parsed in this process.
+    The caller removes the files.
 
     Raises:
         LineError: (from the iterator) a line is not a valid entry.
@@ -115,7 +125,8 @@ def parsed_batches(stream: IO[bytes], batch_size: int) -> Iterator[Iterator[Batc
     package_root = str(Path(__file__).resolve().parents[1])
     program = (
         f"import sys; sys.path.append({package_root!r}); "
-        f"from loopctl_memory.jsonl_batches import _child_main; _child_main({int(batch_size)})"
+        "from loopctl_memory.jsonl_batches import _child_main; "
+        f"_child_main({int(batch_size)}, {str(stage_dir) if stage_dir else None!r})"
     )
     child = subprocess.Popen(  # noqa: S603 - our own interpreter and code, no shell
         [sys.executable, "-P", "-c", program],
@@ -161,6 +172,10 @@ def _received(child: subprocess.Popen[bytes]) -> Iterator[Batch]:
         if kind == "batch":
             first, last, consumed, entries, tags, tokens, tag_values = message[1:]
             yield Batch(first, last, FlatBatch(entries, tags, tokens, tag_values), consumed)
+        elif kind == "staged":
+            first, last, consumed, path, count, tokens, tag_values = message[1:]
+            staged = FlatBatch([], [], tokens, tag_values, Staged(path, count))
+            yield Batch(first, last, staged, consumed)
         elif kind == "line":
             raise LineError(message[1], message[2])
         elif kind == "end":
@@ -185,12 +200,28 @@ def _send(out: IO[bytes], message: tuple[Any, ...]) -> None:
     out.flush()
 
 
-def _child_main(batch_size: int) -> None:
+def _child_main(batch_size: int, stage_dir: str | None = None) -> None:
     """Parse standard input and send every batch, then ``end`` or the first error."""
     out = sys.stdout.buffer
     try:
-        for batch in read_batches(sys.stdin.buffer, batch_size, tokens=True):
+        for number, batch in enumerate(read_batches(sys.stdin.buffer, batch_size, tokens=True)):
             flat = batch.entries
+            if stage_dir is not None and flat.has_unique_ids():
+                staged = write_stage(Path(stage_dir) / f"batch-{number}.db", flat)
+                _send(
+                    out,
+                    (
+                        "staged",
+                        batch.first_line,
+                        batch.last_line,
+                        batch.consumed,
+                        staged.path,
+                        staged.entries,
+                        flat.tokens,
+                        flat.tag_values,
+                    ),
+                )
+                continue
             _send(
                 out,
                 (

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, case, column, delete, func, select, table
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from loopctl_memory import staging
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
-from loopctl_memory.errors import DuplicateEntryError
-from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, flatten
+from loopctl_memory.errors import DuplicateEntryError, StorageError
+from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, Staged, flatten
 from loopctl_memory.scoring import PRUNE_THRESHOLD, ParsedQuery
 from loopctl_memory.sql import index, search
 from loopctl_memory.sql.tables import entries, metadata, tags
@@ -29,18 +31,8 @@ _IDS_PER_STATEMENT = 10_000
 
 # Inserts go to the driver's executemany directly, with rows as tuples: SQLAlchemy's
 # per-row parameter processing cost more than the database's work.
-_ENTRY_FIELDS = (
-    "seq",
-    "id",
-    "category",
-    "memory",
-    "memory_lower",
-    "relevance",
-    "created_at_us",
-    "access_count",
-    "validated",
-)
-_TAG_FIELDS = ("entry_seq", "position", "tag", "tag_lower")
+_ENTRY_FIELDS = ("seq", *staging.ENTRY_COLUMNS)
+_TAG_FIELDS = ("entry_seq", *staging.TAG_COLUMNS)
 
 
 @functools.lru_cache(maxsize=16)
@@ -105,30 +97,80 @@ def _native_rows(
 
 
 async def insert_entries(connection: AsyncConnection, batch: FlatBatch) -> None:
-    """Insert checked entries in order (one executemany per table), then index a long tail.
+    """Insert checked entries in order, then index a long tail.
+
+    The rows go in with one executemany per table, or, for a staged batch (SQLite
+    only), with one ``INSERT ... SELECT`` per table from the attached stage file;
+    :func:`detach_stage` must run once the transaction is over.
 
     Raises:
         DuplicateEntryError: two entries of the batch share an id (a clash with a
             stored entry surfaces from the database as the same error).
+        StorageError: a staged batch given to a database other than SQLite.
 
     """
-    if not batch.has_unique_ids():
+    if batch.staged is None and not batch.has_unique_ids():
         raise DuplicateEntryError("the batch holds two entries with the same id")
-    dialect = connection.dialect
     position = await connection.run_sync(index.write_position)
+    if batch.staged is not None:
+        await _copy_staged(connection, batch.staged, position.next_seq)
+    else:
+        await _insert_rows(connection, batch, position.next_seq)
+    if position.tail_after(len(batch)) >= index.TAIL_LIMIT:
+        fresh = index.Fresh(position.next_seq, batch)
+        await connection.run_sync(index.index_tail, fresh)
+
+
+async def _insert_rows(connection: AsyncConnection, batch: FlatBatch, first_seq: int) -> None:
+    dialect = connection.dialect
     if dialect.name == "sqlite":  # SQLite takes the batch's tuples as they are
-        entry_sql, tag_sql = _insert_sql(dialect.paramstyle, position.next_seq)
+        entry_sql, tag_sql = _insert_sql(dialect.paramstyle, first_seq)
         entry_rows: list[Any] = batch.entries
         tag_rows: list[Any] = batch.tags
     else:
         entry_sql, tag_sql = _insert_sql(dialect.paramstyle)
-        entry_rows, tag_rows = _native_rows(batch, position.next_seq)
+        entry_rows, tag_rows = _native_rows(batch, first_seq)
     await connection.exec_driver_sql(entry_sql, entry_rows)
     if tag_rows:
         await connection.exec_driver_sql(tag_sql, tag_rows)
-    if position.tail_after(len(batch)) >= index.TAIL_LIMIT:
-        fresh = index.Fresh(position.next_seq, batch)
-        await connection.run_sync(index.index_tail, fresh)
+
+
+async def _copy_staged(connection: AsyncConnection, staged: Staged, first_seq: int) -> None:
+    if connection.dialect.name != "sqlite":
+        raise StorageError("a staged batch can only be stored in SQLite; pass the rows instead")
+    stage = staging.ALIAS
+    fields = ", ".join(staging.ENTRY_COLUMNS)
+    tag_fields = ", ".join(staging.TAG_COLUMNS)
+    # Only our own names are formatted in; the path and the first seq are parameters.
+    await connection.exec_driver_sql(f"ATTACH ? AS {stage}", (staged.path,))
+    await connection.exec_driver_sql(
+        f"INSERT INTO entries (seq, {fields}) "  # noqa: S608
+        f"SELECT number + ?, {fields} FROM {stage}.entries ORDER BY number",
+        (first_seq,),
+    )
+    await connection.exec_driver_sql(
+        f"INSERT INTO tags (entry_seq, {tag_fields}) "  # noqa: S608
+        f"SELECT number + ?, {tag_fields} FROM {stage}.tags ORDER BY number, position",
+        (first_seq,),
+    )
+
+
+async def detach_stage(connection: AsyncConnection) -> None:
+    """Detach a stage file if one is attached: outside any transaction, as SQLite requires."""
+    await connection.run_sync(_detach_stage)
+
+
+def _detach_stage(connection: Connection) -> None:
+    if connection.dialect.name != "sqlite":
+        return  # nothing was attached: _copy_staged refused the batch
+    # Through the DBAPI cursor: Connection.execute would begin a transaction first.
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute("PRAGMA database_list")
+        if any(row[1] == staging.ALIAS for row in cursor.fetchall()):
+            cursor.execute(f"DETACH {staging.ALIAS}")
+    finally:
+        cursor.close()
 
 
 @functools.cache

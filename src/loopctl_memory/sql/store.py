@@ -149,16 +149,22 @@ class SqlMemoryStore:
 
         The bulk lane under :meth:`store_many`, for a batch built by
         :func:`loopctl_memory.flat.flatten` or read by
-        :func:`loopctl_memory.jsonl.flat_from_json` (as ``import`` does).
+        :func:`loopctl_memory.jsonl.flat_from_json` (as ``import`` does). A
+        SQLite store also takes a batch staged in a file of its own
+        (:func:`loopctl_memory.staging.write_stage`), copied in by the database.
 
         Raises:
             DuplicateEntryError: an id repeats in the batch or is already stored.
-            StorageError: the database refused the write (nothing is stored).
+            StorageError: the database refused the write (nothing is stored), or
+                a staged batch was given to a store that is not SQLite.
 
         """
         if not len(batch):
             return
-        await self._run("store", lambda c: repository.insert_entries(c, batch), write=True)
+        after = repository.detach_stage if batch.staged is not None else None
+        await self._run(
+            "store", lambda c: repository.insert_entries(c, batch), write=True, after=after
+        )
 
     async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
         """Return up to ``limit`` entries exactly as the reference ranks them.
@@ -280,9 +286,16 @@ class SqlMemoryStore:
             raise StorageError(f"the store at {self.target} is closed")
 
     async def _run(
-        self, action: str, work: Callable[[AsyncConnection], Awaitable[T]], *, write: bool
+        self,
+        action: str,
+        work: Callable[[AsyncConnection], Awaitable[T]],
+        *,
+        write: bool,
+        after: Callable[[AsyncConnection], Awaitable[None]] | None = None,
     ) -> T:
         """Run ``work`` as one transaction: commit if it succeeds, roll back if anything fails.
+
+        ``after`` runs on the same connection once the transaction is over, either way.
 
         The transaction runs in a task of its own that the caller's cancellation
         cannot interrupt half way (an interrupted statement makes SQLAlchemy drop
@@ -293,7 +306,7 @@ class SqlMemoryStore:
         self._check_open()
         abort = asyncio.Event()
         async with self._serial:
-            unit = asyncio.ensure_future(self._unit_of_work(action, work, write, abort))
+            unit = asyncio.ensure_future(self._unit_of_work(action, work, write, abort, after))
             return await _await_uncancellable(unit, abort)
 
     async def _run_raw(self, action: str, work: Callable[[Any], Awaitable[T]]) -> T:
@@ -321,6 +334,7 @@ class SqlMemoryStore:
         work: Callable[[AsyncConnection], Awaitable[T]],
         write: bool,
         abort: asyncio.Event,
+        after: Callable[[AsyncConnection], Awaitable[None]] | None = None,
     ) -> T:
         with translate_errors(action):
             async with self._engine.connect() as connection:
@@ -328,10 +342,14 @@ class SqlMemoryStore:
                     await connection.execution_options(
                         **transaction_options(connection, write=True)
                     )
-                async with connection.begin() as transaction:
-                    result = await work(connection)
-                    if abort.is_set():
-                        await transaction.rollback()
+                try:
+                    async with connection.begin() as transaction:
+                        result = await work(connection)
+                        if abort.is_set():
+                            await transaction.rollback()
+                finally:
+                    if after is not None:
+                        await after(connection)
                 return result
 
 

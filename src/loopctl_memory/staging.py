@@ -1,0 +1,59 @@
+"""A batch's rows in a SQLite file of their own, which a SQLite store copies in two statements.
+
+The import's parser process writes each batch to such a file, so binding every
+value is its work and not the writer's. The writer attaches the file inside its
+transaction and copies the entries and tags with ``INSERT ... SELECT`` (see
+``repository.insert_entries``), then detaches it once the transaction is over.
+The rows are those of the :class:`~loopctl_memory.flat.FlatBatch`: the entry's
+number in the batch, then its fields (or the tag's).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from loopctl_memory.flat import FlatBatch, Staged
+
+ALIAS = "loopctl_stage"
+"""The schema name a store attaches a stage file under."""
+
+ENTRY_COLUMNS = (
+    "id",
+    "category",
+    "memory",
+    "memory_lower",
+    "relevance",
+    "created_at_us",
+    "access_count",
+    "validated",
+)
+"""The entry's fields, in the order of :data:`~loopctl_memory.flat.FlatEntry`."""
+
+TAG_COLUMNS = ("position", "tag", "tag_lower")
+
+
+def write_stage(path: Path, batch: FlatBatch) -> Staged:
+    """Write the batch's entries and tags to a new file at ``path``.
+
+    A scratch file: no journal and no sync, since it is read once, at once, and
+    a crash loses nothing the store has acknowledged. Columns have no declared
+    type, so every value is kept as the batch holds it.
+    """
+    with closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        connection.execute("PRAGMA journal_mode=OFF")
+        connection.execute("PRAGMA synchronous=OFF")
+        connection.execute(
+            f"CREATE TABLE entries (number INTEGER PRIMARY KEY, {', '.join(ENTRY_COLUMNS)})"
+        )
+        connection.execute(
+            f"CREATE TABLE tags (number INTEGER, {', '.join(TAG_COLUMNS)}, "
+            "PRIMARY KEY (number, position)) WITHOUT ROWID"
+        )
+        connection.execute("BEGIN")
+        marks = ", ".join("?" * (1 + len(ENTRY_COLUMNS)))
+        connection.executemany(f"INSERT INTO entries VALUES ({marks})", batch.entries)  # noqa: S608
+        connection.executemany("INSERT INTO tags VALUES (?, ?, ?, ?)", batch.tags)
+        connection.execute("COMMIT")
+    return Staged(str(path), len(batch))

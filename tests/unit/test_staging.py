@@ -1,0 +1,182 @@
+"""Staged batches: the import's parser writes each batch to a file, a SQLite store copies it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import io
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loopctl_memory import DuplicateEntryError, MemoryCategory, MemoryEntry, open_store
+from loopctl_memory.cli import cli
+from loopctl_memory.flat import FlatBatch, flatten
+from loopctl_memory.jsonl import entry_to_json
+from loopctl_memory.jsonl_batches import parsed_batches, read_batches
+from loopctl_memory.staging import ALIAS, write_stage
+from tests.unit.test_fast_import import (
+    NEEDS_TWO_CORES,
+    index_entries,
+    read_index,
+    search_all,
+    varied_lines,
+    write_lines,
+)
+
+TABLES = {
+    "entries": "seq",
+    "tags": "entry_seq, position",
+    "tokens": "id",
+    "postings": "token_id, block",
+    "tag_values": "id",
+    "tag_postings": "value_id, block",
+    "index_state": "id",
+}
+
+
+def digest(path: Path) -> dict[str, str]:
+    """Every row of every table, hashed with its values' SQLite types."""
+    found = {}
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for table, order in TABLES.items():
+            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+            typed = ", ".join(f"{name}, typeof({name})" for name in columns)
+            rows = db.execute(f"SELECT {typed} FROM {table} ORDER BY {order}")  # noqa: S608
+            found[table] = hashlib.sha256(repr(rows.fetchall()).encode()).hexdigest()
+    return found
+
+
+def staged_copy(batch: FlatBatch, path: Path) -> FlatBatch:
+    """The batch as the import's parser sends it: tokens, and the rows in a stage file."""
+    tokens, tag_values = batch.token_postings(), batch.tag_postings()
+    return FlatBatch([], [], tokens, tag_values, write_stage(path, batch))
+
+
+def test_a_stage_file_holds_the_batch_rows_as_they_are(tmp_path):
+    lines = varied_lines(500, seed=3)
+    [parsed] = list(read_batches(iter(lines), 1_000))
+    batch = parsed.entries
+    staged = write_stage(tmp_path / "stage.db", batch)
+    assert (str(tmp_path / "stage.db"), len(batch)) == (staged.path, staged.entries)
+    with contextlib.closing(sqlite3.connect(staged.path)) as db:
+        entries = db.execute("SELECT * FROM entries ORDER BY number").fetchall()
+        tags = db.execute("SELECT * FROM tags ORDER BY number, position").fetchall()
+        kinds = db.execute("SELECT DISTINCT typeof(relevance), typeof(memory) FROM entries")
+        assert [("real", "text")] == kinds.fetchall()
+    assert batch.entries == entries  # NUL characters, -0.0 and non-ASCII text included
+    assert batch.tags == tags
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        pytest.param((4_000, 10_000, 11_000), id="indexed with and without a tail read back"),
+        pytest.param((3_000,), id="left in the tail"),
+    ],
+)
+async def test_a_staged_batch_is_stored_exactly_as_its_rows(tmp_path, sizes):
+    made = index_entries()
+    rows_path, staged_path = tmp_path / "rows.db", tmp_path / "staged.db"
+    async with open_store(rows_path) as rows, open_store(staged_path) as staged:
+        start = 0
+        for number, size in enumerate(sizes):
+            batch = flatten(made[start : start + size])
+            start += size
+            await rows.store_flat(batch)
+            await staged.store_flat(staged_copy(batch, tmp_path / f"{number}.db"))
+        assert start == await staged.count()
+        assert await search_all(rows) == await search_all(staged)
+    assert digest(rows_path) == digest(staged_path)
+    read_index(staged_path)  # the postings are the entries' tokens and tags
+
+
+async def test_the_stage_is_detached_after_a_batch_stored_or_refused(tmp_path):
+    made = [MemoryEntry(MemoryCategory.FACT, f"memory {n}", tags=["t"]) for n in range(30)]
+    async with open_store(tmp_path / "memory.db") as store:
+        await store.store_flat(staged_copy(flatten(made[:10]), tmp_path / "a.db"))
+        clash = flatten([*made[10:15], made[3]])  # an id already stored
+        with pytest.raises(DuplicateEntryError):
+            await store.store_flat(staged_copy(clash, tmp_path / "b.db"))
+        assert 10 == await store.count()  # nothing of the refused batch
+        # The same alias again: only possible if each batch detached its file.
+        await store.store_flat(staged_copy(flatten(made[10:30]), tmp_path / "c.db"))
+        assert [e.id for e in made] == [e.id async for e in store.iter_entries()]
+        async with store.engine.connect() as connection:
+            attached = await connection.exec_driver_sql("PRAGMA database_list")
+            assert ALIAS not in [str(row.name) for row in attached]
+
+
+@NEEDS_TWO_CORES
+def test_the_parser_stages_every_batch_but_one_whose_ids_repeat(tmp_path):
+    lines = varied_lines(2_000, seed=4)
+    at = next(i for i in range(600, len(lines)) if lines[i].strip())
+    lines.insert(at + 1, lines[at])  # the same entry twice in a row, so in one batch
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    stage_dir = tmp_path / "stage"
+    stage_dir.mkdir()
+    expected = list(read_batches(iter(lines), 300, tokens=True))
+    with source.open("rb") as stream, parsed_batches(stream, 300, stage_dir) as batches:
+        received = list(batches)
+    assert [b.first_line for b in expected] == [b.first_line for b in received]
+    unique = [batch.entries.has_unique_ids() for batch in expected]
+    assert 1 == unique.count(False)
+    assert unique == [batch.entries.staged is not None for batch in received]
+    repeated = unique.index(False)
+    assert expected[repeated].entries.entries == received[repeated].entries.entries
+    for want, got in zip(expected, received, strict=True):
+        assert (want.last_line, want.consumed, len(want.entries)) == (
+            got.last_line,
+            got.consumed,
+            len(got.entries),
+        )
+        assert want.entries.tokens == got.entries.tokens
+        assert want.entries.tag_values == got.entries.tag_values
+    assert len(received) - 1 == len(list(stage_dir.iterdir()))
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch) -> Path:
+    """The temporary directory the import stages its batches under."""
+    place: Path = tmp_path / "tmp"
+    place.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(place))
+    return place
+
+
+@NEEDS_TWO_CORES
+@pytest.mark.parametrize("bad_line", [None, 2_500])
+def test_an_import_leaves_no_stage_files(tmp_path, scratch, bad_line):
+    made = [MemoryEntry(MemoryCategory.FACT, f"memory {n}") for n in range(3_000)]
+    lines = [entry_to_json(entry) for entry in made]
+    if bad_line is not None:
+        lines[bad_line - 1] = "{not json"
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["--db", str(tmp_path / "memory.db"), "import", "--batch-size", "1000", str(source)]
+    result = CliRunner().invoke(cli, args)
+    assert (0 if bad_line is None else 1) == result.exit_code, result.output
+    assert [] == list(scratch.iterdir())
+
+
+@NEEDS_TWO_CORES
+def test_a_staged_import_matches_an_import_of_rows(tmp_path, scratch):
+    made = index_entries()[:12_000]
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(entry_to_json(e).encode() + b"\n" for e in made))
+    staged_db, rows_db = tmp_path / "staged.db", tmp_path / "rows.db"
+    args = ["import", "--batch-size", "5000", str(source)]
+    result = CliRunner().invoke(cli, ["--db", str(staged_db), *args])
+    assert 0 == result.exit_code, result.output
+
+    async def store_rows() -> None:
+        async with open_store(rows_db) as store:
+            for batch in read_batches(io.BytesIO(source.read_bytes()), 5_000):
+                await store.store_flat(batch.entries)
+
+    asyncio.run(store_rows())
+    assert digest(rows_db) == digest(staged_db)
