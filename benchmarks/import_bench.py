@@ -32,6 +32,7 @@ from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.jsonl import entry_to_json
 from loopctl_memory.jsonl_batches import read_batches
+from loopctl_memory.staging import write_stage
 
 GOAL = 50_000
 # fmt: off
@@ -87,30 +88,42 @@ def run_subprocess(database: Path, source: Path) -> float:
 
 
 def breakdown(scratch: Path, source: Path) -> None:
-    """Where the time goes: parsing the lines (the child's work), then storing them.
+    """Where the time goes: the parser's work, then the writer's, each alone.
 
-    The floor is the same rows through the standard library's sqlite3 into the
-    same schema and settings, without the token index: what this machine's SQLite
+    The parser process parses the lines and writes each batch to a stage file;
+    the writer copies the stage files in and indexes them (``store``). ``store
+    rows`` is the writer given the parsed rows instead, as for PostgreSQL. The
+    floor is the rows through the standard library's sqlite3 into the same
+    schema and settings, without the token index: what this machine's SQLite
     needs at the least, to compare runs on machines of different speeds.
     """
     started = time.perf_counter()
     with source.open("rb") as lines:
-        batches = list(read_batches(lines, IMPORT_BATCH, tokens=True))
+        batches = [batch.entries for batch in read_batches(lines, IMPORT_BATCH, tokens=True)]
     parsed = time.perf_counter() - started
+    started = time.perf_counter()
+    staged = [
+        FlatBatch([], [], batch.tokens, batch.tag_values, write_stage(scratch / f"{n}.db", batch))
+        for n, batch in enumerate(batches)
+    ]
+    stage = time.perf_counter() - started
 
-    async def store(path: Path) -> float:
+    async def store(path: Path, lane: list[FlatBatch]) -> float:
         async with open_store(path) as memory:
             began = time.perf_counter()
-            for batch in batches:
-                await memory.store_flat(batch.entries)
+            for batch in lane:
+                await memory.store_flat(batch)
             return time.perf_counter() - began
 
-    stored = asyncio.run(store(scratch / "breakdown.db"))
-    floor = raw_floor(scratch / "floor.db", [batch.entries for batch in batches])
-    count = sum(len(batch.entries) for batch in batches)
+    stored = asyncio.run(store(scratch / "staged.db", staged))
+    rows = asyncio.run(store(scratch / "rows.db", batches))
+    floor = raw_floor(scratch / "floor.db", batches)
+    count = sum(len(batch) for batch in batches)
     for label, seconds in (
         ("parse (read_batches)", parsed),
-        ("store (store_flat)", stored),
+        ("stage (write_stage)", stage),
+        ("store (staged)", stored),
+        ("store rows", rows),
         ("floor (raw sqlite3)", floor),
     ):
         print(f"  {label:22} {seconds:6.2f} s  {count / seconds:>9,.0f} entries/s")
