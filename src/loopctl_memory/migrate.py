@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 
 from loopctl_memory.errors import SchemaError
-from loopctl_memory.sql.engine import transaction_options
+from loopctl_memory.sql.engine import outside_transaction, transaction_options
 from loopctl_memory.sql.tables import index_state, metadata
 
 if TYPE_CHECKING:
@@ -245,18 +245,9 @@ def _foreign_keys_off(connection: Connection) -> Iterator[None]:
     if connection.dialect.name != "sqlite":
         yield
         return
-    _pragma(connection, "PRAGMA foreign_keys=OFF")
+    # Inside a transaction SQLite would ignore the pragma.
+    outside_transaction(connection, "PRAGMA foreign_keys=OFF")
     try:
         yield
     finally:
-        _pragma(connection, "PRAGMA foreign_keys=ON")
-
-
-def _pragma(connection: Connection, statement: str) -> None:
-    # Through the DBAPI connection: Connection.execute would autobegin a transaction,
-    # inside which SQLite ignores the foreign_keys pragma.
-    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute(statement)
-    finally:
-        cursor.close()
+        outside_transaction(connection, "PRAGMA foreign_keys=ON")

@@ -185,13 +185,23 @@ def enable_wal(connection: Connection) -> None:
     Done once the schema is known to be ours, never before: the switch rewrites
     the file header, and a file we refuse must be left exactly as it was.
     """
+    mode = outside_transaction(connection, "PRAGMA journal_mode")
+    if not mode or str(mode[0][0]).lower() != "wal":
+        # Needs the file to itself; SQLite does not wait here, so the caller retries.
+        outside_transaction(connection, "PRAGMA journal_mode=WAL")
+
+
+def outside_transaction(connection: Connection, statement: str) -> list[Any]:
+    """Run ``statement`` on the driver's own connection and return its rows.
+
+    For what SQLite refuses or ignores inside a transaction (``DETACH``, the
+    journal mode, ``PRAGMA foreign_keys``): ``Connection.execute`` would begin
+    one first. The connection must not be in a transaction.
+    """
     cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        cursor.execute("PRAGMA journal_mode")
-        row = cursor.fetchone()
-        if row is None or str(row[0]).lower() != "wal":
-            # Needs the file to itself; SQLite does not wait here, so the caller retries.
-            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(statement)
+        return list(cursor.fetchall())
     finally:
         cursor.close()
 

@@ -24,6 +24,7 @@ from loopctl_memory.errors import DuplicateEntryError, StorageError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, Staged, flatten
 from loopctl_memory.scoring import PRUNE_THRESHOLD, ParsedQuery
 from loopctl_memory.sql import index, search
+from loopctl_memory.sql.engine import outside_transaction
 from loopctl_memory.sql.tables import entries, metadata, tags
 
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
@@ -163,14 +164,9 @@ async def detach_stage(connection: AsyncConnection) -> None:
 def _detach_stage(connection: Connection) -> None:
     if connection.dialect.name != "sqlite":
         return  # nothing was attached: _copy_staged refused the batch
-    # Through the DBAPI cursor: Connection.execute would begin a transaction first.
-    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute("PRAGMA database_list")
-        if any(row[1] == staging.ALIAS for row in cursor.fetchall()):
-            cursor.execute(f"DETACH {staging.ALIAS}")
-    finally:
-        cursor.close()
+    attached = outside_transaction(connection, "PRAGMA database_list")
+    if any(row[1] == staging.ALIAS for row in attached):
+        outside_transaction(connection, f"DETACH {staging.ALIAS}")
 
 
 @functools.cache
