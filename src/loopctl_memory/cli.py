@@ -336,9 +336,9 @@ def migrate_command(settings: _Settings, revision: str | None, list_only: bool, 
             )
         _list_revisions(settings)
         return
-    from loopctl_memory import migrate as migrations
+    from loopctl_memory import migrate
 
-    known = [script.revision for script in migrations.history()]
+    known = [script.revision for script in migrate.history()]
     wanted = revision or "head"
     if wanted not in (*known, "head", "base"):
         raise click.BadParameter(
@@ -351,14 +351,14 @@ def migrate_command(settings: _Settings, revision: str | None, list_only: bool, 
     async def work() -> tuple[str | None, str | None]:
         target = settings.locate(create=True)
         try:
-            before = await _on_connection(target, migrations.current)
+            before = await _on_connection(target, migrate.current)
             if _is_downgrade(known, before, target_revision) and not yes:
                 _confirm(
                     f"Downgrade {settings.resolved().describe()} from {before} to "
                     f"{target_revision or 'base'}? What the newer revisions hold is dropped."
                 )
             after = await _on_connection(
-                target, lambda c: migrations.upgrade_to(c, target_revision or "base")
+                target, lambda c: migrate.upgrade_to(c, target_revision or "base")
             )
         except StorageError as exc:
             raise settings.hint(exc) from exc

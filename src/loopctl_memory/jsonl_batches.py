@@ -206,35 +206,13 @@ def _child_main(batch_size: int, stage_dir: str | None = None) -> None:
     try:
         for number, batch in enumerate(read_batches(sys.stdin.buffer, batch_size, tokens=True)):
             flat = batch.entries
+            rows: tuple[Any, Any] = (flat.entries, flat.tags)
+            kind = "batch"
             if stage_dir is not None and flat.has_unique_ids():
                 staged = write_stage(Path(stage_dir) / f"batch-{number}.db", flat)
-                _send(
-                    out,
-                    (
-                        "staged",
-                        batch.first_line,
-                        batch.last_line,
-                        batch.consumed,
-                        staged.path,
-                        staged.entries,
-                        flat.tokens,
-                        flat.tag_values,
-                    ),
-                )
-                continue
-            _send(
-                out,
-                (
-                    "batch",
-                    batch.first_line,
-                    batch.last_line,
-                    batch.consumed,
-                    flat.entries,
-                    flat.tags,
-                    flat.tokens,
-                    flat.tag_values,
-                ),
-            )
+                kind, rows = "staged", (staged.path, staged.entries)
+            lines = (batch.first_line, batch.last_line, batch.consumed)
+            _send(out, (kind, *lines, *rows, flat.tokens, flat.tag_values))
         _send(out, ("end",))
     except LineError as exc:
         _send(out, ("line", exc.number, exc.reason))
