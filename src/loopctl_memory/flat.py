@@ -9,9 +9,12 @@ possibly in another process.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.scoring import split_whitespace
@@ -30,6 +33,74 @@ FlatTag = tuple[int, int, str, str]
 """(index of the entry in its batch, position in its tags, tag, tag.lower())."""
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Postings:
+    """Terms and, for each, the ascending indexes of the batch's entries holding it.
+
+    ``offsets`` holds the indexes of every term in turn, as little-endian int64s;
+    ``counts[i]`` of them belong to ``terms[i]``. Packed, not lists: cheap to send
+    between processes and to turn into the index's rows (:meth:`seqs`). Equal
+    when they map the same terms to the same indexes, in whatever order.
+    """
+
+    terms: list[str]
+    counts: list[int]
+    offsets: bytes
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Postings):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable lists inside, like a dict
+
+    @classmethod
+    def of(cls, by_term: dict[str, list[int]]) -> Postings:
+        """Pack term -> ascending indexes."""
+        packed = array("q", chain.from_iterable(by_term.values()))
+        if sys.byteorder != "little":  # pragma: no cover - we run on little-endian machines
+            packed.byteswap()
+        return cls(list(by_term), [len(found) for found in by_term.values()], packed.tobytes())
+
+    def as_dict(self) -> dict[str, list[int]]:
+        """Term -> ascending indexes."""
+        values = array("q")
+        values.frombytes(self.offsets)
+        if sys.byteorder != "little":  # pragma: no cover
+            values.byteswap()
+        by_term: dict[str, list[int]] = {}
+        begin = 0
+        for term, count in zip(self.terms, self.counts, strict=True):
+            by_term[term] = values[begin : begin + count].tolist()
+            begin += count
+        return by_term
+
+    def seqs(self, base: int) -> dict[str, bytes]:
+        """Term -> its entries' seqs (``base`` plus their indexes), packed as the index keeps them.
+
+        Raises:
+            ValueError: a seq would not fit in 63 bits.
+
+        """
+        if not 0 <= base < 2**63:
+            raise ValueError(f"seqs from {base} on do not fit in a signed 64-bit integer")
+        size = len(self.offsets)
+        # Adds base to every int64 at once: the buffer read as a single integer, plus base
+        # in each 8-byte lane. Indexes and base are below 2**63, so no lane carries into
+        # the next, and a seq beyond int64 shows as its lane's top bit.
+        each = int.from_bytes(base.to_bytes(8, "little") * (size // 8), "little")
+        packed = (int.from_bytes(self.offsets, "little") + each).to_bytes(size, "little")
+        if packed and max(packed[7::8]) >= 0x80:
+            raise ValueError(f"seqs from {base} on do not fit in a signed 64-bit integer")
+        blobs: dict[str, bytes] = {}
+        begin = 0
+        for term, count in zip(self.terms, self.counts, strict=True):
+            end = begin + 8 * count
+            blobs[term] = packed[begin:end]
+            begin = end
+        return blobs
+
+
 @dataclass(frozen=True, slots=True)
 class Staged:
     """A batch's entries and tags, written to a SQLite file of their own (see ``staging``)."""
@@ -45,10 +116,10 @@ class FlatBatch:
 
     entries: list[NumberedEntry]
     tags: list[FlatTag]
-    tokens: dict[str, list[int]] | None = None
+    tokens: Postings | None = None
     """Each distinct token of the lowercase memories, with the ascending indexes of
     the entries holding it, when already computed."""
-    tag_values: dict[str, list[int]] | None = None
+    tag_values: Postings | None = None
     """The same for each distinct lowercase tag."""
     staged: Staged | None = None
     """Where the entries and tags are when they are not in the lists: a stage file,
@@ -70,16 +141,18 @@ class FlatBatch:
         """Whether no two entries of the batch share an id."""
         return len({entry[1] for entry in self.entries}) == len(self.entries)
 
-    def token_postings(self) -> dict[str, list[int]]:
+    def token_postings(self) -> Postings:
         """Each token and the entries (indexes in the batch) that hold it; computed once."""
         if self.tokens is None:
-            self.tokens = invert_tokens(((entry[0], entry[4]) for entry in self.entries), {})
+            by_token = invert_tokens(((entry[0], entry[4]) for entry in self.entries), {})
+            self.tokens = Postings.of(by_token)
         return self.tokens
 
-    def tag_postings(self) -> dict[str, list[int]]:
+    def tag_postings(self) -> Postings:
         """Each lowercase tag and the entries (indexes in the batch) carrying it; computed once."""
         if self.tag_values is None:
-            self.tag_values = invert_tags(((tag[0], tag[3]) for tag in self.tags), {})
+            by_tag = invert_tags(((tag[0], tag[3]) for tag in self.tags), {})
+            self.tag_values = Postings.of(by_tag)
         return self.tag_values
 
 

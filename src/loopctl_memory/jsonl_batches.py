@@ -13,6 +13,8 @@ parsed in process. Either way the lines accepted, the batches and the errors are
 from __future__ import annotations
 
 import contextlib
+import io
+import itertools
 import marshal
 import os
 import subprocess
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from loopctl_memory.errors import InvalidEntryError, LoopMemoryError
-from loopctl_memory.flat import FlatBatch, Staged
+from loopctl_memory.flat import FlatBatch, Postings, Staged
 from loopctl_memory.jsonl import flat_from_json
 from loopctl_memory.staging import write_stage
 
@@ -50,19 +52,26 @@ class LineError(InvalidEntryError):
         self.reason = reason
 
 
-def read_batches(lines: Iterable[bytes], batch_size: int, tokens: bool = False) -> Iterator[Batch]:
+def read_batches(
+    lines: Iterable[bytes], batch_size: int, tokens: bool = False, lane: int = 0, lanes: int = 1
+) -> Iterator[Batch]:
     """Parse lines into batches of ``batch_size`` entries, in this process.
 
     Blank lines are skipped and a UTF-8 byte order mark before the first line is
     ignored. ``tokens``: compute each entry's tokens too (for the index).
+    ``lane`` of ``lanes``: yield only the batches whose index (from 0) is ``lane``
+    modulo ``lanes``; the lines of the others are counted, not parsed.
 
     Raises:
-        LineError: a line is not a valid entry; its batch is not yielded.
+        LineError: a line of a yielded batch is not a valid entry; its batch is not yielded.
 
     """
     flat: FlatBatch = FlatBatch([], [])
     first = 1
     consumed = 0
+    count = 0  # entries in the batch being read
+    index = 0  # of the batch being read
+    mine = lane == 0
     number = 0
     for number, raw in enumerate(lines, start=1):
         consumed += len(raw)
@@ -70,19 +79,24 @@ def read_batches(lines: Iterable[bytes], batch_size: int, tokens: bool = False) 
             raw = raw[len(_UTF8_BOM) :]  # noqa: PLW2901 - the BOM is not part of the line
         if not raw or raw.isspace():
             continue
-        try:
-            entry, tags = flat_from_json(raw.decode())
-        except UnicodeDecodeError as exc:
-            raise LineError(number, f"not valid UTF-8: {exc.reason}") from None
-        except InvalidEntryError as exc:
-            raise LineError(number, str(exc)) from None
-        flat.add(entry, tags)
-        if len(flat.entries) >= batch_size:
-            yield _finished(Batch(first, number, flat, consumed), tokens)
-            flat = FlatBatch([], [])
+        if mine:
+            try:
+                entry, tags = flat_from_json(raw.decode())
+            except UnicodeDecodeError as exc:
+                raise LineError(number, f"not valid UTF-8: {exc.reason}") from None
+            except InvalidEntryError as exc:
+                raise LineError(number, str(exc)) from None
+            flat.add(entry, tags)
+        count += 1
+        if count == batch_size:
+            if mine:
+                yield _finished(Batch(first, number, flat, consumed), tokens)
+                flat = FlatBatch([], [])
             first = number + 1
-            consumed = 0
-    if flat.entries or consumed:  # trailing blank lines still count as read
+            consumed = count = 0
+            index += 1
+            mine = index % lanes == lane
+    if mine and (count or consumed):  # trailing blank lines still count as read
         yield _finished(Batch(first, number, flat, consumed), tokens)
 
 
@@ -93,56 +107,74 @@ def _finished(batch: Batch, tokens: bool) -> Batch:
     return batch
 
 
+LANES = 2
+"""Parser processes for an input that can be read at any offset: each parses every other batch."""
+
+_CHUNK = 1 << 20  # bytes a child reads at a time from a file
+
+
 @contextlib.contextmanager
 def parsed_batches(
     stream: IO[bytes], batch_size: int, stage_dir: Path | None = None
 ) -> Iterator[Iterator[Batch]]:
-    """The batches of ``stream``, parsed by a child process where one can help.
+    """The batches of ``stream``, parsed by child processes where they can help.
 
-    The child reads ``stream``'s file descriptor itself, from the stream's
+    The children read ``stream``'s file descriptor themselves, from the stream's
     position (a pipe: from what the stream has not buffered yet); nothing else
-    may read it meanwhile. Leaving the context stops the child.
+    may read it meanwhile. A file, which each child can read at its own offset,
+    gets :data:`LANES` children taking turns at the batches; a pipe gets one.
+    Leaving the context stops the children.
 
-    ``stage_dir``: the child writes each batch to a stage file there (see
-    :mod:`loopctl_memory.staging`) and sends the rest; for a SQLite store, whose
+    ``stage_dir``: the children write each batch to a stage file there (see
+    :mod:`loopctl_memory.staging`) and send the rest; for a SQLite store, whose
     writer then binds no values. A batch whose ids repeat still comes as rows,
     for the store to refuse as usual; so do batches parsed in this process.
     The caller removes the files.
 
     Raises:
         LineError: (from the iterator) a line is not a valid entry.
-        LoopMemoryError: (from the iterator) the child process failed.
+        LoopMemoryError: (from the iterator) a child process failed.
 
     """
     descriptor = _descriptor(stream)
     if descriptor is None or (os.cpu_count() or 1) < 2 or not sys.executable:
         yield read_batches(stream, batch_size)
         return
-    if stream.seekable():  # what this process buffered is not lost to the child
-        os.lseek(descriptor, stream.tell(), os.SEEK_SET)
+    offset: int | None = None
+    lanes = 1
+    if stream.seekable() and hasattr(os, "pread"):
+        offset = stream.tell()  # what this process buffered is not lost to the children
+        lanes = LANES
     # -P: the working directory never shadows a module; the package's own directory
     # goes last on the path, for a parent that imported it from somewhere unusual.
     package_root = str(Path(__file__).resolve().parents[1])
-    program = (
-        f"import sys; sys.path.append({package_root!r}); "
-        "from loopctl_memory.jsonl_batches import _child_main; "
-        f"_child_main({int(batch_size)}, {str(stage_dir) if stage_dir else None!r})"
-    )
-    child = subprocess.Popen(  # noqa: S603 - our own interpreter and code, no shell
-        [sys.executable, "-P", "-c", program],
-        stdin=descriptor,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    children: list[subprocess.Popen[bytes]] = []
     try:
-        yield _received(child)
+        for lane in range(lanes):
+            program = (
+                f"import sys; sys.path.append({package_root!r}); "
+                "from loopctl_memory.jsonl_batches import _child_main; "
+                f"_child_main({int(batch_size)}, {str(stage_dir) if stage_dir else None!r}, "
+                f"{lane}, {lanes}, {offset!r})"
+            )
+            children.append(
+                subprocess.Popen(  # noqa: S603 - our own interpreter and code, no shell
+                    [sys.executable, "-P", "-c", program],
+                    stdin=descriptor,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+        yield _received(children)
     finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-        for pipe in (child.stdout, child.stderr):
-            if pipe is not None:
-                pipe.close()
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+        for child in children:
+            child.wait()
+            for pipe in (child.stdout, child.stderr):
+                if pipe is not None:
+                    pipe.close()
 
 
 def _descriptor(stream: IO[bytes]) -> int | None:
@@ -152,36 +184,45 @@ def _descriptor(stream: IO[bytes]) -> int | None:
         return None
 
 
-def _received(child: subprocess.Popen[bytes]) -> Iterator[Batch]:
-    assert child.stdout is not None  # noqa: S101 - opened with stdout=PIPE above
-    while True:
-        header = child.stdout.read(_HEADER)
-        if len(header) < _HEADER:
-            raise _child_failure(child)
-        size = int.from_bytes(header, "little")
-        payload = child.stdout.read(size)
-        if len(payload) < size:  # the child died while sending
-            raise _child_failure(child)
-        # marshal, not pickle: plain tuples and lists of str, int, float and bool, read
-        # back a third faster; only ever between this interpreter and its own child.
-        try:
-            message: tuple[Any, ...] = marshal.loads(payload)  # noqa: S302
-        except (EOFError, ValueError, TypeError):
-            raise LoopMemoryError("the JSON Lines parser process sent a garbled batch") from None
+def _received(children: list[subprocess.Popen[bytes]]) -> Iterator[Batch]:
+    """The children's batches in order: batch ``n`` comes from child ``n`` modulo their number."""
+    for turn in itertools.count():
+        message = _message(children[turn % len(children)])
         kind = message[0]
         if kind == "batch":
             first, last, consumed, entries, tags, tokens, tag_values = message[1:]
-            yield Batch(first, last, FlatBatch(entries, tags, tokens, tag_values), consumed)
+            flat = FlatBatch(entries, tags, Postings(*tokens), Postings(*tag_values))
+            yield Batch(first, last, flat, consumed)
         elif kind == "staged":
             first, last, consumed, path, count, tokens, tag_values = message[1:]
-            staged = FlatBatch([], [], tokens, tag_values, Staged(path, count))
-            yield Batch(first, last, staged, consumed)
+            staged = Staged(path, count)
+            flat = FlatBatch([], [], Postings(*tokens), Postings(*tag_values), staged)
+            yield Batch(first, last, flat, consumed)
         elif kind == "line":
             raise LineError(message[1], message[2])
-        elif kind == "end":
+        elif kind == "end":  # the child whose turn it is has no batch: there are no more
             return
         else:
             raise LoopMemoryError(f"the JSON Lines parser failed: {message[1]}")
+
+
+def _message(child: subprocess.Popen[bytes]) -> tuple[Any, ...]:
+    """The next message of ``child``."""
+    assert child.stdout is not None  # noqa: S101 - opened with stdout=PIPE above
+    header = child.stdout.read(_HEADER)
+    if len(header) < _HEADER:
+        raise _child_failure(child)
+    size = int.from_bytes(header, "little")
+    payload = child.stdout.read(size)
+    if len(payload) < size:  # the child died while sending
+        raise _child_failure(child)
+    # marshal, not pickle: plain tuples and lists of str, int, float and bool, read
+    # back a third faster; only ever between this interpreter and its own child.
+    try:
+        message: tuple[Any, ...] = marshal.loads(payload)  # noqa: S302
+    except (EOFError, ValueError, TypeError):
+        raise LoopMemoryError("the JSON Lines parser process sent a garbled batch") from None
+    return message
 
 
 def _child_failure(child: subprocess.Popen[bytes]) -> LoopMemoryError:
@@ -200,19 +241,50 @@ def _send(out: IO[bytes], message: tuple[Any, ...]) -> None:
     out.flush()
 
 
-def _child_main(batch_size: int, stage_dir: str | None = None) -> None:
-    """Parse standard input and send every batch, then ``end`` or the first error."""
+def _fields(postings: Postings) -> tuple[list[str], list[int], bytes]:
+    return postings.terms, postings.counts, postings.offsets
+
+
+def _lines_at(descriptor: int, offset: int) -> Iterator[bytes]:
+    """The lines of a file from ``offset`` on, each with its newline.
+
+    Read with ``pread``, which leaves the file offset alone: other processes
+    read the same open file.
+    """
+    rest = b""
+    while block := os.pread(descriptor, _CHUNK, offset):
+        offset += len(block)
+        lines = io.BytesIO(rest + block).readlines()
+        rest = b"" if lines[-1].endswith(b"\n") else lines.pop()
+        yield from lines
+    if rest:
+        yield rest
+
+
+def _child_main(
+    batch_size: int,
+    stage_dir: str | None = None,
+    lane: int = 0,
+    lanes: int = 1,
+    offset: int | None = None,
+) -> None:
+    """Parse standard input and send every batch of ``lane``, then ``end`` or the first error.
+
+    ``offset``: standard input is a file, read from there with ``pread``.
+    """
     out = sys.stdout.buffer
+    lines = sys.stdin.buffer if offset is None else _lines_at(sys.stdin.fileno(), offset)
     try:
-        for number, batch in enumerate(read_batches(sys.stdin.buffer, batch_size, tokens=True)):
+        for batch in read_batches(lines, batch_size, tokens=True, lane=lane, lanes=lanes):
             flat = batch.entries
             rows: tuple[Any, Any] = (flat.entries, flat.tags)
             kind = "batch"
             if stage_dir is not None and flat.has_unique_ids():
-                staged = write_stage(Path(stage_dir) / f"batch-{number}.db", flat)
+                staged = write_stage(Path(stage_dir) / f"lines-{batch.first_line}.db", flat)
                 kind, rows = "staged", (staged.path, staged.entries)
-            lines = (batch.first_line, batch.last_line, batch.consumed)
-            _send(out, (kind, *lines, *rows, flat.tokens, flat.tag_values))
+            lines_read = (batch.first_line, batch.last_line, batch.consumed)
+            postings = (_fields(flat.token_postings()), _fields(flat.tag_postings()))
+            _send(out, (kind, *lines_read, *rows, *postings))
         _send(out, ("end",))
     except LineError as exc:
         _send(out, ("line", exc.number, exc.reason))

@@ -20,6 +20,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,12 +39,13 @@ from loopctl_memory import (
     MemoryCategory,
     MemoryEntry,
     SqlMemoryStore,
+    jsonl_batches,
     open_store,
 )
 from loopctl_memory import jsonl as jsonl_module
-from loopctl_memory.flat import FlatBatch, FlatEntry, flat_entry
+from loopctl_memory.flat import FlatBatch, FlatEntry, Postings, flat_entry
 from loopctl_memory.jsonl import entry_from_json, entry_to_json, flat_from_json
-from loopctl_memory.jsonl_batches import Batch, LineError, parsed_batches, read_batches
+from loopctl_memory.jsonl_batches import LANES, Batch, LineError, parsed_batches, read_batches
 from loopctl_memory.sql import index
 
 Parsed = tuple[FlatEntry, list[str]]
@@ -163,8 +165,8 @@ VARIANTS = [
     ("uuid-without-hyphens", line(id=GOOD["id"].replace("-", "")), True),
     ("uuid-in-braces", line(id="{" + GOOD["id"] + "}"), True),
     ("uuid-as-urn", line(id="urn:uuid:" + GOOD["id"]), True),
-    ("relevance-int-0", line(relevance=0), True),
-    ("relevance-int-1", line(relevance=1), True),
+    ("relevance-int-0", line(relevance=0), False),
+    ("relevance-int-1", line(relevance=1), False),
     ("created-at-plus-two", line(created_at="2025-03-03T11:12:04.318+02:00"), True),
     ("created-at-minus-offset", line(created_at="2025-03-03T01:12:04.318-08:00"), True),
     ("created-at-z", line(created_at="2025-03-03T09:12:04.318Z"), False),
@@ -236,6 +238,7 @@ INVALID = [
     ("tag-lone-surrogate", line(tags=["a\udfff"])),
     ("memory-a-number", line(memory=42)),
     ("bom-inside", "\ufeff" + line()),
+    ("nested-too-deep", "[" * 100_000 + "]" * 100_000),
 ]
 
 
@@ -365,9 +368,9 @@ def test_tokens_are_computed_only_when_asked_for():
         assert recomputed.token_postings() == tokened.entries.tokens
         assert recomputed.tag_postings() == tokened.entries.tag_values
     # Entry n has n % 3 tags (Tag1; Tag2 and ALL; none): entries 1..5 are offsets 0..4.
-    assert {"tag1": [0, 3], "tag2": [1, 4], "all": [1, 4]} == with_tokens[0].entries.tag_values
-    first = with_tokens[0].entries.tokens
-    assert first is not None
+    tag_values = with_tokens[0].entries.tag_postings().as_dict()
+    assert {"tag1": [0, 3], "tag2": [1, 4], "all": [1, 4]} == tag_values
+    first = with_tokens[0].entries.token_postings().as_dict()
     assert [0, 1, 2, 3, 4] == first["shared"]
     assert [0] == first["1"]  # "Entry 1 ... 1": the token "1" is listed once for the entry
     assert "wörter" in first
@@ -380,7 +383,8 @@ def test_a_tag_repeated_on_one_entry_names_the_entry_once():
     assert [(1, p, t, t.lower()) for p, t in enumerate(["Dup", "x", "dup", "DUP", "x"])] == [
         tag for tag in batch.entries.tags if tag[0] == 1
     ]
-    assert {"tag1": [0], "dup": [1], "x": [1], "tag2": [2], "all": [2]} == batch.entries.tag_values
+    tag_values = batch.entries.tag_postings().as_dict()
+    assert {"tag1": [0], "dup": [1], "x": [1], "tag2": [2], "all": [2]} == tag_values
 
 
 @pytest.mark.parametrize(
@@ -491,16 +495,58 @@ def collect(batches: Iterator[Batch]) -> tuple[list[Batch], LineError | None]:
     return got, None
 
 
+@pytest.mark.parametrize("lanes", [1, 2, 3])
+@pytest.mark.parametrize("batch_size", [1, 2, 3, 4, 7])
+def test_lanes_take_turns_at_the_batches(lanes, batch_size):
+    lines = [canonical_line(n) for n in range(1, 9)]
+    lines[3:3] = [b"\n", b"  \n"]  # blank lines inside a batch and at a boundary
+    lines.append(b"\n")  # a trailing blank line still counts as read
+    expected = list(read_batches(iter(lines), batch_size, tokens=True))
+    by_lane = [
+        list(read_batches(iter(lines), batch_size, tokens=True, lane=lane, lanes=lanes))
+        for lane in range(lanes)
+    ]
+    assert [len(range(lane, len(expected), lanes)) for lane in range(lanes)] == [
+        len(mine) for mine in by_lane
+    ]
+    turns = [by_lane[number % lanes][number // lanes] for number in range(len(expected))]
+    assert_same_batches(expected, turns)
+    for want, got in zip(expected, turns, strict=True):
+        assert want.entries.tokens == got.entries.tokens
+
+
+def test_a_lane_skips_the_bad_lines_of_other_lanes_batches():
+    lines = [canonical_line(n) for n in range(1, 7)]
+    lines[4] = b"{not json}\n"  # line 5: in the third batch of two
+    first_lane = read_batches(iter(lines), 2, lane=0, lanes=2)
+    assert 1 == next(first_lane).first_line
+    with pytest.raises(LineError) as caught:
+        next(first_lane)
+    assert 5 == caught.value.number
+    assert [3] == [b.first_line for b in read_batches(iter(lines), 2, lane=1, lanes=2)]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+def test_a_child_reads_a_file_from_its_offset_line_by_line(tmp_path, monkeypatch, chunk):
+    lines = [b"skipped\n", b"first\n", b"a\rb\r\n", b"\n", canonical_line(1), b"no newline"]
+    path = write_lines(tmp_path / "in.jsonl", lines)
+    monkeypatch.setattr(jsonl_batches, "_CHUNK", chunk)
+    with path.open("rb") as stream:
+        got = list(jsonl_batches._lines_at(stream.fileno(), len(lines[0])))
+        assert 0 == stream.tell()  # pread: the shared offset is left alone
+    assert lines[1:] == got
+
+
 @NEEDS_TWO_CORES
-def test_the_child_process_yields_the_in_process_batches(tmp_path, children):
+def test_the_child_processes_yield_the_in_process_batches(tmp_path, children):
     lines = varied_lines(3_000, seed=1)
     path = write_lines(tmp_path / "in.jsonl", lines)
     expected = list(read_batches(iter(lines), 256, tokens=True))
     with path.open("rb") as stream, parsed_batches(stream, 256) as batches:
         received, error = collect(batches)
     assert error is None
-    assert 1 == len(children)
-    assert children[0].poll() is not None
+    assert LANES == len(children)
+    assert all(child.poll() is not None for child in children)
     assert_same_batches(expected, received)
     assert [want.entries.tokens for want in expected] == [got.entries.tokens for got in received]
     assert path.stat().st_size == sum(b.consumed for b in received)
@@ -518,7 +564,7 @@ def test_the_child_process_reports_a_bad_line_as_the_in_process_parser_does(tmp_
     expected, expected_error = collect(read_batches(iter(lines), 200, tokens=True))
     with path.open("rb") as stream, parsed_batches(stream, 200) as batches:
         received, error = collect(batches)
-    assert 1 == len(children)
+    assert LANES == len(children)
     assert expected_error is not None
     assert error is not None
     assert bad_at == error.number == expected_error.number
@@ -526,6 +572,28 @@ def test_the_child_process_reports_a_bad_line_as_the_in_process_parser_does(tmp_
     assert "created_at '2025-03-03T09:12:04' has no UTC offset (add +00:00)" == error.reason
     assert_same_batches(expected, received)
     assert received[-1].last_line < bad_at
+
+
+@NEEDS_TWO_CORES
+def test_a_pipe_is_parsed_by_one_child_process(children):
+    lines = varied_lines(2_000, seed=7)
+    expected = list(read_batches(iter(lines), 300, tokens=True))
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(b"".join(lines))
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        with os.fdopen(read_end, "rb") as stream, parsed_batches(stream, 300) as batches:
+            received, error = collect(batches)
+    finally:
+        feeder.join()
+    assert error is None
+    assert 1 == len(children)
+    assert_same_batches(expected, received)
 
 
 def test_a_stream_without_a_descriptor_is_parsed_in_process(children):
@@ -566,12 +634,13 @@ def test_leaving_the_context_early_stops_the_child(tmp_path, children, leave):
             if leave == "raise":
                 raise KeyError(leave)
             break
-    assert 1 == len(children)
-    assert children[0].poll() is not None
-    assert children[0].stdout is not None
-    assert children[0].stdout.closed
-    assert children[0].stderr is not None
-    assert children[0].stderr.closed
+    assert LANES == len(children)
+    for child in children:
+        assert child.poll() is not None
+        assert child.stdout is not None
+        assert child.stdout.closed
+        assert child.stderr is not None
+        assert child.stderr.closed
 
 
 def fake_interpreter(tmp_path: Path, body: str) -> str:
@@ -614,7 +683,7 @@ def test_a_child_killed_before_it_writes_raises_loop_memory_error(tmp_path, chil
     path = write_lines(tmp_path / "in.jsonl", varied_lines(500, seed=5))
     error = assert_parser_failure(path)
     assert str(error).endswith(f"exit code {-signal.SIGKILL}")
-    assert 1 == len(children)
+    assert LANES == len(children)
 
 
 @NEEDS_TWO_CORES
@@ -828,3 +897,37 @@ async def test_store_flat_indexes_exactly_as_store_many(tmp_path, index_calls):
     assert ENTRY_COUNT == flat.indexed_through
     assert many.tokens == flat.tokens
     assert many.tag_values == flat.tag_values
+
+
+# --- packed postings -------------------------------------------------------------------
+
+
+def test_postings_pack_and_unpack_term_by_term():
+    by_term = {"b": [0, 2, 5], "a": [1], "x\x00y": [3, 4], "empty-text": [2**40]}
+    packed = Postings.of(by_term)
+    assert ["b", "a", "x\x00y", "empty-text"] == packed.terms
+    assert [3, 1, 2, 1] == packed.counts
+    assert 8 * 7 == len(packed.offsets)
+    assert by_term == packed.as_dict()
+    assert Postings.of(dict(reversed(by_term.items()))) == packed  # equal in any order
+    assert Postings.of(by_term | {"a": [2]}) != packed
+
+
+@pytest.mark.parametrize("base", [0, 1, 255, 256, 2**32 - 1, 2**40 + 7, 2**63 - 2**41])
+def test_postings_seqs_add_the_base_to_every_index(base):
+    by_term = {"b": [0, 2, 255], "a": [1, 256, 2**32 - 1], "c": [2**40]}
+    seqs = Postings.of(by_term).seqs(base)
+    assert list(by_term) == list(seqs)
+    for term, found in by_term.items():
+        assert index.pack([base + offset for offset in found]) == seqs[term]
+        assert [base + offset for offset in found] == index.unpack(seqs[term]).tolist()
+
+
+def test_postings_seqs_refuse_seqs_beyond_63_bits():
+    packed = Postings.of({"a": [0, 1]})
+    assert {} == Postings.of({}).seqs(2**62)
+    assert [2**63 - 2, 2**63 - 1] == index.unpack(packed.seqs(2**63 - 2)["a"]).tolist()
+    with pytest.raises(ValueError, match="signed 64-bit"):
+        packed.seqs(2**63 - 1)
+    with pytest.raises(ValueError, match="signed 64-bit"):
+        packed.seqs(-1)
