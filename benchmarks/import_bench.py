@@ -3,7 +3,9 @@
 Generates the file (deterministic: seeded, realistic lengths and tags), then runs
 the real command, in-process by default or as a subprocess of the installed
 entry point with --subprocess, a few times on a fresh SQLite file each, and
-prints entries/s for every run and the best. The goal is >= 50,000 entries/s.
+prints entries/s for every run, the best and the median. The goal is >= 50,000
+entries/s for the median run: what a user typically sees, on a machine whose
+speed moves by a quarter from one minute to the next.
 
     .venv/bin/python benchmarks/import_bench.py [--lines 100000] [--runs 3] [--subprocess]
                                                 [--breakdown]
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import random
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +30,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+import loopctl_memory
 from loopctl_memory import open_store
 from loopctl_memory.cli import IMPORT_BATCH, cli
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
@@ -168,6 +173,9 @@ def main() -> None:
     parser.add_argument("--breakdown", action="store_true", help="time parsing and storing apart")
     options = parser.parse_args()
     run = run_subprocess if options.subprocess else run_in_process
+    # As after any install, or any first run: the package's modules are already compiled
+    # (a shell with PYTHONDONTWRITEBYTECODE set would compile them at every start).
+    compileall.compile_dir(Path(loopctl_memory.__file__).parent, quiet=1)
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "memories.jsonl"
         generate(source, options.lines)
@@ -180,9 +188,10 @@ def main() -> None:
             elapsed = run(database, source)
             rates.append(options.lines / elapsed)
             print(f"  run {attempt}: {elapsed:6.2f} s  {rates[-1]:>9,.0f} entries/s")
-        best = max(rates)
-        verdict = "meets" if best >= GOAL else "MISSES"
-        print(f"best {best:,.0f} entries/s: {verdict} the goal of {GOAL:,}")
+        median = statistics.median(rates)
+        verdict = "meets" if median >= GOAL else "MISSES"
+        print(f"best {max(rates):,.0f} entries/s, median {median:,.0f} entries/s")
+        print(f"the median run {verdict} the goal of {GOAL:,} entries/s")
         if options.breakdown:
             breakdown(Path(scratch), source)
 

@@ -90,7 +90,7 @@ class Postings:
         # the next, and a seq beyond int64 shows as its lane's top bit.
         each = int.from_bytes(base.to_bytes(8, "little") * (size // 8), "little")
         packed = (int.from_bytes(self.offsets, "little") + each).to_bytes(size, "little")
-        if packed and max(packed[7::8]) >= 0x80:
+        if not packed[7::8].isascii():  # a lane's top byte >= 0x80
             raise ValueError(f"seqs from {base} on do not fit in a signed 64-bit integer")
         blobs: dict[str, bytes] = {}
         begin = 0

@@ -1,13 +1,15 @@
-"""JSON Lines into flat batches for an import, parsed in a second process when that helps.
+"""JSON Lines into flat batches for an import, parsed in other processes when that helps.
 
 Parsing and checking a line costs about as much as storing it, and both hold
 Python's GIL, so a thread cannot overlap them. When the input has a file
-descriptor and the machine more than one core, a child process (this
-interpreter, running :func:`_child_main`) reads the input itself and sends back each
-:class:`Batch`, tokens included, while the importing process writes
-the previous batch; for a SQLite store it writes the batch's rows to a stage file
-(:mod:`loopctl_memory.staging`) and sends the rest. Otherwise the same batches are
-parsed in process. Either way the lines accepted, the batches and the errors are the same.
+descriptor and the machine more than one core, child processes (this
+interpreter, running :func:`_child_main`) read the input themselves and send
+back each :class:`Batch`, tokens included, while the importing process writes
+the previous one: two children taking turns at the batches of a file, which each
+reads at its own offset, or one for a pipe. For a SQLite store a child writes
+the batch's rows to a stage file (:mod:`loopctl_memory.staging`) and sends the
+rest. Otherwise the same batches are parsed in process. Either way the lines
+accepted, the batches and the errors are the same.
 """
 
 from __future__ import annotations

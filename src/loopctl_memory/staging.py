@@ -33,24 +33,27 @@ ENTRY_COLUMNS = (
 
 TAG_COLUMNS = ("position", "tag", "tag_lower")
 
+PAGE_SIZE = 65_536
+"""SQLite's largest page: a stage file of 25,000 entries is 10 MB, written and read whole."""
+
 
 def write_stage(path: Path, batch: FlatBatch) -> Staged:
     """Write the batch's entries and tags to a new file at ``path``.
 
     A scratch file: no journal and no sync, since it is read once, at once, and
-    a crash loses nothing the store has acknowledged. Columns have no declared
-    type, so every value is kept as the batch holds it.
+    a crash loses nothing the store has acknowledged; large pages, for a tenth of
+    the system calls. Columns have no declared type, so every value is kept as
+    the batch holds it. The tags table is in the batch's order, (number,
+    position), by rowid: no key to maintain.
     """
     with closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
         connection.execute("PRAGMA journal_mode=OFF")
         connection.execute("PRAGMA synchronous=OFF")
         connection.execute(
             f"CREATE TABLE entries (number INTEGER PRIMARY KEY, {', '.join(ENTRY_COLUMNS)})"
         )
-        connection.execute(
-            f"CREATE TABLE tags (number INTEGER, {', '.join(TAG_COLUMNS)}, "
-            "PRIMARY KEY (number, position)) WITHOUT ROWID"
-        )
+        connection.execute(f"CREATE TABLE tags (number, {', '.join(TAG_COLUMNS)})")
         connection.execute("BEGIN")
         marks = ", ".join("?" * (1 + len(ENTRY_COLUMNS)))
         connection.executemany(f"INSERT INTO entries VALUES ({marks})", batch.entries)  # noqa: S608

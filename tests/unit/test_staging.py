@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from loopctl_memory import DuplicateEntryError, MemoryCategory, MemoryEntry, open_store
+from loopctl_memory import DuplicateEntryError, MemoryCategory, MemoryEntry, open_store, staging
 from loopctl_memory.cli import cli
 from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.jsonl import entry_to_json
@@ -65,11 +65,13 @@ def test_a_stage_file_holds_the_batch_rows_as_they_are(tmp_path):
     assert (str(tmp_path / "stage.db"), len(batch)) == (staged.path, staged.entries)
     with contextlib.closing(sqlite3.connect(staged.path)) as db:
         entries = db.execute("SELECT * FROM entries ORDER BY number").fetchall()
-        tags = db.execute("SELECT * FROM tags ORDER BY number, position").fetchall()
+        tags = db.execute("SELECT * FROM tags ORDER BY rowid").fetchall()  # as the copy reads
         kinds = db.execute("SELECT DISTINCT typeof(relevance), typeof(memory) FROM entries")
         assert [("real", "text")] == kinds.fetchall()
+        assert [(staging.PAGE_SIZE,)] == db.execute("PRAGMA page_size").fetchall()
     assert batch.entries == entries  # NUL characters, -0.0 and non-ASCII text included
     assert batch.tags == tags
+    assert sorted(tags) == tags
 
 
 @pytest.mark.parametrize(

@@ -151,7 +151,7 @@ async def _copy_staged(connection: AsyncConnection, staged: Staged, first_seq: i
     )
     await connection.exec_driver_sql(
         f"INSERT INTO tags (entry_seq, {tag_fields}) "  # noqa: S608
-        f"SELECT number + ?, {tag_fields} FROM {stage}.tags ORDER BY number, position",
+        f"SELECT number + ?, {tag_fields} FROM {stage}.tags ORDER BY rowid",
         (first_seq,),
     )
 
