@@ -142,11 +142,14 @@ def parsed_batches(
     if descriptor is None or (os.cpu_count() or 1) < 2 or not sys.executable:
         yield read_batches(stream, batch_size)
         return
+    # Either way, what this process buffered is not lost to the children.
     offset: int | None = None
     lanes = 1
-    if stream.seekable() and hasattr(os, "pread"):
-        offset = stream.tell()  # what this process buffered is not lost to the children
-        lanes = LANES
+    if stream.seekable():
+        if hasattr(os, "pread"):
+            offset, lanes = stream.tell(), LANES
+        else:  # pragma: no cover - every POSIX system has pread
+            os.lseek(descriptor, stream.tell(), os.SEEK_SET)
     # -P: the working directory never shadows a module; the package's own directory
     # goes last on the path, for a parent that imported it from somewhere unusual.
     package_root = str(Path(__file__).resolve().parents[1])
@@ -253,13 +256,17 @@ def _lines_at(descriptor: int, offset: int) -> Iterator[bytes]:
     Read with ``pread``, which leaves the file offset alone: other processes
     read the same open file.
     """
-    rest = b""
+    pending: list[bytes] = []  # the start of a line the last block cut short
     while block := os.pread(descriptor, _CHUNK, offset):
         offset += len(block)
-        lines = io.BytesIO(rest + block).readlines()
-        rest = b"" if lines[-1].endswith(b"\n") else lines.pop()
-        yield from lines
-    if rest:
+        end = block.rfind(b"\n") + 1
+        if not end:  # a line longer than a block: keep it whole, without copying it again
+            pending.append(block)
+            continue
+        pending.append(block[:end])
+        yield from io.BytesIO(b"".join(pending)).readlines()
+        pending = [block[end:]]
+    if rest := b"".join(pending):
         yield rest
 
 

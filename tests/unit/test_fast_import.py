@@ -575,6 +575,20 @@ def test_the_child_process_reports_a_bad_line_as_the_in_process_parser_does(tmp_
 
 
 @NEEDS_TWO_CORES
+def test_the_children_start_where_the_stream_stands_not_where_its_buffer_ends(tmp_path, children):
+    lines = varied_lines(1_500, seed=8)
+    path = write_lines(tmp_path / "in.jsonl", lines)
+    expected = list(read_batches(iter(lines[1:]), 200, tokens=True))
+    with path.open("rb") as stream:
+        assert lines[0] == stream.readline()  # buffers far more than the line
+        with parsed_batches(stream, 200) as batches:
+            received, error = collect(batches)
+    assert error is None
+    assert LANES == len(children)
+    assert_same_batches(expected, received)
+
+
+@NEEDS_TWO_CORES
 def test_a_pipe_is_parsed_by_one_child_process(children):
     lines = varied_lines(2_000, seed=7)
     expected = list(read_batches(iter(lines), 300, tokens=True))
