@@ -57,17 +57,12 @@ class Postings:
     @classmethod
     def of(cls, by_term: dict[str, list[int]]) -> Postings:
         """Pack term -> ascending indexes."""
-        packed = array("q", chain.from_iterable(by_term.values()))
-        if sys.byteorder != "little":  # pragma: no cover - we run on little-endian machines
-            packed.byteswap()
-        return cls(list(by_term), [len(found) for found in by_term.values()], packed.tobytes())
+        offsets = pack(chain.from_iterable(by_term.values()))
+        return cls(list(by_term), [len(found) for found in by_term.values()], offsets)
 
     def as_dict(self) -> dict[str, list[int]]:
         """Term -> ascending indexes."""
-        values = array("q")
-        values.frombytes(self.offsets)
-        if sys.byteorder != "little":  # pragma: no cover
-            values.byteswap()
+        values = unpack(self.offsets)
         by_term: dict[str, list[int]] = {}
         begin = 0
         for term, count in zip(self.terms, self.counts, strict=True):
@@ -189,6 +184,23 @@ def invert_tags(
 def tokens_of(memory_lower: str) -> set[str]:
     """The distinct whitespace-separated tokens of a lowercase memory."""
     return set(split_whitespace(memory_lower))
+
+
+def pack(values: Iterable[int]) -> bytes:
+    """Integers as little-endian int64s: how postings travel and are stored."""
+    packed = array("q", values)
+    if sys.byteorder != "little":  # pragma: no cover - we run on little-endian machines
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def unpack(blob: bytes) -> array[int]:
+    """The integers :func:`pack` wrote."""
+    values = array("q")
+    values.frombytes(blob)
+    if sys.byteorder != "little":  # pragma: no cover
+        values.byteswap()
+    return values
 
 
 def flat_entry(entry: MemoryEntry) -> FlatEntry:

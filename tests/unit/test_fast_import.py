@@ -43,7 +43,7 @@ from loopctl_memory import (
     open_store,
 )
 from loopctl_memory import jsonl as jsonl_module
-from loopctl_memory.flat import FlatBatch, FlatEntry, Postings, flat_entry
+from loopctl_memory.flat import FlatBatch, FlatEntry, Postings, flat_entry, pack, unpack
 from loopctl_memory.jsonl import entry_from_json, entry_to_json, flat_from_json
 from loopctl_memory.jsonl_batches import LANES, Batch, LineError, parsed_batches, read_batches
 from loopctl_memory.sql import index
@@ -807,7 +807,7 @@ def read_postings(
         f"JOIN {terms} t ON t.id = p.{term_id}"
     ).fetchall()
     for value, block, blob in rows:
-        seqs = list(index.unpack(blob))
+        seqs = list(unpack(blob))
         assert seqs, value
         assert all(a < b for a, b in pairwise(seqs)), (value, block)
         assert block <= seqs[0], (value, block)
@@ -933,14 +933,14 @@ def test_postings_seqs_add_the_base_to_every_index(base):
     seqs = Postings.of(by_term).seqs(base)
     assert list(by_term) == list(seqs)
     for term, found in by_term.items():
-        assert index.pack([base + offset for offset in found]) == seqs[term]
-        assert [base + offset for offset in found] == index.unpack(seqs[term]).tolist()
+        assert pack([base + offset for offset in found]) == seqs[term]
+        assert [base + offset for offset in found] == unpack(seqs[term]).tolist()
 
 
 def test_postings_seqs_refuse_seqs_beyond_63_bits():
     packed = Postings.of({"a": [0, 1]})
     assert {} == Postings.of({}).seqs(2**62)
-    assert [2**63 - 2, 2**63 - 1] == index.unpack(packed.seqs(2**63 - 2)["a"]).tolist()
+    assert [2**63 - 2, 2**63 - 1] == unpack(packed.seqs(2**63 - 2)["a"]).tolist()
     with pytest.raises(ValueError, match="signed 64-bit"):
         packed.seqs(2**63 - 1)
     with pytest.raises(ValueError, match="signed 64-bit"):

@@ -23,15 +23,14 @@ These functions take a synchronous connection inside the caller's transaction
 from __future__ import annotations
 
 import sys
-from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, CursorResult, Table, func, select, update
 from sqlalchemy.util.typing import TupleAny
 
-from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens
+from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens, pack, unpack
 from loopctl_memory.sql.tables import (
     entries,
     index_state,
@@ -255,23 +254,6 @@ def placeholders(statement: str, paramstyle: str) -> str:
     pieces = statement.split("?")
     numbered = [f"{piece}${number}" for number, piece in enumerate(pieces[:-1], start=1)]
     return "".join(numbered) + pieces[-1]
-
-
-def pack(seqs: Sequence[int]) -> bytes:
-    """Sorted seqs as little-endian int64s."""
-    packed = array("q", seqs)
-    if sys.byteorder != "little":  # pragma: no cover - every platform we run on is little-endian
-        packed.byteswap()
-    return packed.tobytes()
-
-
-def unpack(blob: bytes) -> array[int]:
-    """The seqs of one postings row."""
-    seqs = array("q")
-    seqs.frombytes(blob)
-    if sys.byteorder != "little":  # pragma: no cover
-        seqs.byteswap()
-    return seqs
 
 
 def entries_with_terms(
