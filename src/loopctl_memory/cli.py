@@ -664,7 +664,7 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
         nonlocal imported, first_line
         task = progress.add_task("importing", total=size, entries=0)
         async with _opened(settings, create=True) as store:
-            # The next batch is parsed (in a child process, or in a thread) while
+            # The next batch is parsed (by the parser processes, or in a thread) while
             # this one is written.
             parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
             try:
