@@ -1,20 +1,20 @@
 """Entries flattened into plain tuples: the form bulk writes travel in.
 
-A :class:`FlatBatch` holds checked entries as tuples of str, int, float and
-bool, which are cheap to build, to send between processes and to hand to a
-database driver. ``store_many`` flattens the entries it is given; an import
-parses JSON Lines straight into this form (see :mod:`loopctl_memory.jsonl`),
-possibly in another process.
+A :class:`FlatBatch` holds checked entries as tuples of str, int and float,
+which are cheap to build, to send between processes and to hand to a database
+driver. ``store_many`` flattens the entries it is given; an import parses JSON
+Lines straight into this form (see :mod:`loopctl_memory.jsonl`), possibly in
+another process.
 """
 
 from __future__ import annotations
 
+import struct
 import sys
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import chain
 
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.scoring import split_whitespace
@@ -22,11 +22,14 @@ from loopctl_memory.scoring import split_whitespace
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 
-FlatEntry = tuple[str, str, str, str, float, int, int, bool]
+FlatEntry = tuple[str, str, str, str, float, int, int, int]
 """(id as 32 hex digits, category, memory, memory.lower(), relevance,
-created_at in microseconds since the epoch, access_count, validated)."""
+created_at in microseconds since the epoch, access_count, validated as 0 or 1).
 
-NumberedEntry = tuple[int, str, str, str, str, float, int, int, bool]
+An int, not a bool: SQLite's driver binds an int as it is, but adapts a bool,
+which cost two caught exceptions a row."""
+
+NumberedEntry = tuple[int, str, str, str, str, float, int, int, int]
 """(index of the entry in its batch, *FlatEntry)."""
 
 FlatTag = tuple[int, int, str, str]
@@ -57,7 +60,7 @@ class Postings:
     @classmethod
     def of(cls, by_term: dict[str, list[int]]) -> Postings:
         """Pack term -> ascending indexes."""
-        offsets = pack(chain.from_iterable(by_term.values()))
+        offsets = b"".join([pack(found) for found in by_term.values()])
         return cls(list(by_term), [len(found) for found in by_term.values()], offsets)
 
     def as_dict(self) -> dict[str, list[int]]:
@@ -186,12 +189,15 @@ def tokens_of(memory_lower: str) -> set[str]:
     return set(split_whitespace(memory_lower))
 
 
-def pack(values: Iterable[int]) -> bytes:
-    """Integers as little-endian int64s: how postings travel and are stored."""
-    packed = array("q", values)
-    if sys.byteorder != "little":  # pragma: no cover - we run on little-endian machines
-        packed.byteswap()
-    return packed.tobytes()
+def pack(values: Sequence[int]) -> bytes:
+    """Integers as little-endian int64s: how postings travel and are stored.
+
+    Raises:
+        struct.error: a value does not fit in a signed 64-bit integer.
+
+    """
+    # struct reads each int directly; array("q", ...) parsed every one as a call's argument.
+    return struct.pack(f"<{len(values)}q", *values)
 
 
 def unpack(blob: bytes) -> array[int]:
@@ -214,7 +220,7 @@ def flat_entry(entry: MemoryEntry) -> FlatEntry:
         float(entry.relevance),
         (entry.created_at - EPOCH) // MICROSECOND,
         entry.access_count,
-        entry.validated,
+        int(entry.validated),
     )
 
 

@@ -13,9 +13,8 @@ UTF-8 rather than ASCII escapes; there is no whitespace between tokens.
 from __future__ import annotations
 
 import json
-import re
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -38,16 +37,18 @@ FIELDS = (
 
 _FIELD_SET = frozenset(FIELDS)
 _CATEGORY_VALUES = frozenset(category.value for category in MemoryCategory)
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _INT64_MAX = 2**63 - 1
-_ZERO = timedelta(0)
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A line as the fast lane of :func:`flat_from_json` takes it: every key, in any order."""
+    """A line as the fast lane of :func:`flat_from_json` takes it: every key, in any order.
 
-    id: str
+    msgspec reads a UUID as 32 hex digits, hyphens optional, in either case: a
+    subset of what ``uuid.UUID`` reads, to the same value.
+    """
+
+    id: uuid.UUID
     category: str
     memory: str
     tags: list[str]
@@ -138,43 +139,56 @@ def flat_from_json(line: str | bytes) -> tuple[FlatEntry, list[str]]:
     """Read one line as :func:`entry_from_json` does, straight into its flat form and its tags.
 
     The fast lane of an import: a line in the shape :func:`entry_to_json` writes
-    (a canonical lowercase UUID, a UTC timestamp, each value of its JSON type) is
-    checked field by field here; any other line is read by
+    (a UUID as hex digits, a timestamp ending in ``+00:00``, each value of its
+    JSON type) is checked field by field here; any other line is read by
     :func:`entry_from_json`, so the same lines are accepted, with the same errors.
+    Bytes are read as UTF-8 (never as UTF-16 or -32).
 
     Raises:
-        InvalidEntryError: as :func:`entry_from_json`.
+        InvalidEntryError: as :func:`entry_from_json`, or bytes that are not UTF-8.
 
     """
     try:
-        fields: _Line | None = _LINE.decode(line)
+        fields = _LINE.decode(line)
     except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):  # ValidationError too
-        fields = None
-    # msgspec has checked every type, both ranges, and that the text is valid UTF-8.
-    if (
-        fields is not None
-        and fields.category in _CATEGORY_VALUES
-        and _CANONICAL_UUID.fullmatch(fields.id)
-    ):
-        try:
-            created_at: datetime | None = datetime.fromisoformat(fields.created_at)
-        except ValueError:
-            created_at = None
-        if created_at is not None and created_at.utcoffset() == _ZERO:
-            memory = fields.memory
-            flat = (
-                fields.id.replace("-", ""),
-                fields.category,
-                memory,
-                memory.lower(),
-                fields.relevance,
-                (created_at - EPOCH) // MICROSECOND,
-                fields.access_count,
-                fields.validated,
-            )
+        pass
+    else:
+        flat = _flat_if_canonical(fields)
+        if flat is not None:
             return flat, fields.tags
+    if isinstance(line, bytes):  # as text: the standard library would guess UTF-16 or -32
+        try:
+            line = line.decode()
+        except UnicodeDecodeError as exc:
+            raise InvalidEntryError(f"not valid UTF-8: {exc.reason}") from None
     entry = entry_from_json(line)
     return flat_entry(entry), entry.tags
+
+
+def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
+    """The flat entry of a line as :func:`entry_to_json` writes it; None for any other line.
+
+    msgspec has checked every type, both ranges, and that the text is valid UTF-8.
+    """
+    if fields.category not in _CATEGORY_VALUES:
+        return None
+    if not fields.created_at.endswith("+00:00"):  # in UTC, so the parsed time is too
+        return None
+    try:
+        created_at = datetime.fromisoformat(fields.created_at)
+    except ValueError:
+        return None
+    memory = fields.memory
+    return (
+        "%032x" % fields.id.int,  # noqa: UP031 - UUID.hex without its call; f"" parses more
+        fields.category,
+        memory,
+        memory.lower(),
+        fields.relevance,
+        (created_at - EPOCH) // MICROSECOND,
+        fields.access_count,
+        int(fields.validated),
+    )
 
 
 def _loads_strictly_as_stdlib(line: str | bytes) -> Any:

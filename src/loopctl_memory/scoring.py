@@ -40,14 +40,12 @@ _WHITE_SPACE = re.compile(
 )
 
 
-_NOT_WHITE_SPACE_FOR_RUST = re.compile("[\u001c-\u001f]")
-
-
 def split_whitespace(text: str) -> list[str]:
     """Split ``text`` exactly as Rust's ``str::split_whitespace`` does."""
-    if _NOT_WHITE_SPACE_FOR_RUST.search(text) is None:
-        return text.split()  # the same set, less U+001C..U+001F, which are absent
-    return [word for word in _WHITE_SPACE.split(text) if word]
+    # Four substring tests (memchr each) cost a tenth of a regex search of the text.
+    if "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text:
+        return [word for word in _WHITE_SPACE.split(text) if word]
+    return text.split()  # the same set, less U+001C..U+001F, which are absent
 
 
 @dataclass(frozen=True, slots=True)

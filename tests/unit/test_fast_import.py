@@ -18,6 +18,7 @@ import random
 import shlex
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
@@ -43,7 +44,15 @@ from loopctl_memory import (
     open_store,
 )
 from loopctl_memory import jsonl as jsonl_module
-from loopctl_memory.flat import FlatBatch, FlatEntry, Postings, flat_entry, pack, unpack
+from loopctl_memory.flat import (
+    FlatBatch,
+    FlatEntry,
+    Postings,
+    flat_entry,
+    pack,
+    tokens_of,
+    unpack,
+)
 from loopctl_memory.jsonl import entry_from_json, entry_to_json, flat_from_json
 from loopctl_memory.jsonl_batches import LANES, Batch, LineError, parsed_batches, read_batches
 from loopctl_memory.sql import index
@@ -161,15 +170,15 @@ def without(key: str) -> str:
 
 VARIANTS = [
     # (id, line, whether the fast lane must hand it to entry_from_json)
-    ("uppercase-uuid", line(id=GOOD["id"].upper()), True),
-    ("uuid-without-hyphens", line(id=GOOD["id"].replace("-", "")), True),
+    ("uppercase-uuid", line(id=GOOD["id"].upper()), False),
+    ("uuid-without-hyphens", line(id=GOOD["id"].replace("-", "")), False),
     ("uuid-in-braces", line(id="{" + GOOD["id"] + "}"), True),
     ("uuid-as-urn", line(id="urn:uuid:" + GOOD["id"]), True),
     ("relevance-int-0", line(relevance=0), False),
     ("relevance-int-1", line(relevance=1), False),
     ("created-at-plus-two", line(created_at="2025-03-03T11:12:04.318+02:00"), True),
     ("created-at-minus-offset", line(created_at="2025-03-03T01:12:04.318-08:00"), True),
-    ("created-at-z", line(created_at="2025-03-03T09:12:04.318Z"), False),
+    ("created-at-z", line(created_at="2025-03-03T09:12:04.318Z"), True),
     ("created-at-no-fraction", line(created_at="2025-03-03T09:12:04+00:00"), False),
     ("relevance-negative-zero", line(relevance=-0.0), False),
     ("relevance-subnormal", line(relevance=5e-324), False),
@@ -259,6 +268,27 @@ def test_invalid_utf8_bytes_raise_the_slow_paths_error():
     with pytest.raises(InvalidEntryError) as fast:
         flat_from_json(raw)
     assert "not valid UTF-8: invalid start byte" == str(slow.value) == str(fast.value)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le"])
+def test_bytes_are_read_as_utf8_never_as_a_guessed_encoding(encoding):
+    raw = line().encode(encoding)
+    assert json.loads(raw) == GOOD  # what the standard library alone would make of it
+    with pytest.raises(InvalidEntryError) as as_text:
+        flat_from_json(raw.decode())
+    with pytest.raises(InvalidEntryError) as as_bytes:
+        flat_from_json(raw)
+    assert str(as_text.value) == str(as_bytes.value)
+    assert str(as_bytes.value).startswith("not valid JSON")
+
+
+@pytest.mark.parametrize("validated", [True, False])
+def test_flat_entries_hold_validated_as_an_int_the_driver_binds_as_it_is(validated):
+    fast, _ = flat_from_json(line(validated=validated))
+    slow = flat_entry(entry_from_json(line(validated=validated)))
+    for flat in (fast, slow):
+        assert type(flat[7]) is int
+        assert int(validated) == flat[7]
 
 
 # --- batches in process ----------------------------------------------------------------
@@ -935,6 +965,22 @@ def test_postings_seqs_add_the_base_to_every_index(base):
     for term, found in by_term.items():
         assert pack([base + offset for offset in found]) == seqs[term]
         assert [base + offset for offset in found] == unpack(seqs[term]).tolist()
+
+
+def test_pack_writes_little_endian_int64s_and_refuses_wider_values():
+    assert b"" == pack([])
+    assert (1).to_bytes(8, "little") + (2**63 - 1).to_bytes(8, "little") == pack([1, 2**63 - 1])
+    assert [-(2**63), 0, 2**63 - 1] == unpack(pack([-(2**63), 0, 2**63 - 1])).tolist()
+    with pytest.raises(struct.error):
+        pack([2**63])
+
+
+def test_tokens_split_as_rusts_split_whitespace():
+    # U+001C..U+001F: Python's str.split() splits there, Rust's split_whitespace does not.
+    for separator in ("\x1c", "\x1d", "\x1e", "\x1f"):
+        assert {f"a{separator}b", "c"} == tokens_of(f"a{separator}b c")
+    assert {"a", "b", "c", "d"} == tokens_of("a\u2028b\u3000c\x85d")
+    assert {"a", "b"} == tokens_of(" a\t\nb a ")
 
 
 def test_postings_seqs_refuse_seqs_beyond_63_bits():

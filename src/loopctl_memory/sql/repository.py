@@ -76,7 +76,7 @@ def _native_rows(
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Entry rows and tag rows numbered from ``first_seq``, as asyncpg takes them.
 
-    The driver takes a UUID, and text goes in as UTF-8 bytes (see
+    The driver takes a UUID and a bool, and text goes in as UTF-8 bytes (see
     :class:`~loopctl_memory.sql.text.Utf8Text`).
     """
     entry_rows = [
@@ -86,9 +86,22 @@ def _native_rows(
             category,
             memory.encode(),
             memory_lower.encode(),
-            *numbers,
+            relevance,
+            created_at_us,
+            access_count,
+            bool(validated),
         )
-        for offset, hex_id, category, memory, memory_lower, *numbers in batch.entries
+        for (
+            offset,
+            hex_id,
+            category,
+            memory,
+            memory_lower,
+            relevance,
+            created_at_us,
+            access_count,
+            validated,
+        ) in batch.entries
     ]
     tag_rows = [
         (first_seq + offset, position, tag.encode(), tag_lower.encode())
