@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 SCRIPT_LOCATION = "loopctl_memory:migrations"
 
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 """The newest migration; a test checks it against the migration scripts."""
 
 # alembic's own version table, exactly as alembic creates it (a test compares the two).

@@ -238,3 +238,29 @@ async def test_a_database_downgraded_to_base_is_created_again_on_open(tmp_path):
         assert migrate.HEAD_REVISION == await store.schema_revision()
         await store.store(MemoryEntry(MemoryCategory.FACT, "stored after re-creation"))
         assert ["stored after re-creation"] == [e.memory for e in await store.retrieve("", 5)]
+
+
+@pytest.mark.parametrize("schema", ["created", "migrated from 0002", "downgraded to 0002"])
+async def test_the_category_check_builds_no_temporary_table_per_row_from_0003(schema, tmp_path):
+    """SQLite checks an IN list of more than two constants against a temporary table,
+    built again for each inserted row; 0003 checks with comparisons instead."""
+    path = _sqlite_file(tmp_path)
+    async with open_store(path) as store, store.engine.connect() as connection:
+        if schema == "migrated from 0002":
+            assert "0002" == await connection.run_sync(migrate.upgrade_to, "0002")
+            assert "0003" == await connection.run_sync(migrate.upgrade_to, "0003")
+        elif schema == "downgraded to 0002":
+            assert "0002" == await connection.run_sync(migrate.upgrade_to, "0002")
+    insert = (
+        "EXPLAIN INSERT INTO entries (id, category, memory, memory_lower, relevance, "
+        "created_at_us, access_count, validated) VALUES (?, ?, 'm', 'm', 0.5, 0, 0, 0)"
+    )
+    with sqlite3.connect(path) as raw:
+        opcodes = {row[1] for row in raw.execute(insert, ("0" * 32, "fact"))}
+        for number, category in enumerate(MemoryCategory):
+            raw.execute(insert.removeprefix("EXPLAIN "), (f"{number:032x}", category.value))
+        with pytest.raises(sqlite3.IntegrityError, match="ck_entries_category"):
+            raw.execute(insert.removeprefix("EXPLAIN "), ("f" * 32, "Fact"))
+    raw.close()
+    assert "Insert" in opcodes, "the plan is read"
+    assert ("OpenEphemeral" in opcodes) == (schema == "downgraded to 0002")

@@ -48,7 +48,9 @@ metadata = MetaData(
 # SQLite: INTEGER PRIMARY KEY is the rowid, assigned max+1 on insert: insertion order for free.
 _Seq = BigInteger().with_variant(Integer(), "sqlite")
 
-_CATEGORIES = ", ".join(f"'{category.value}'" for category in MemoryCategory)
+# Comparisons, not an IN list: SQLite checks an IN list of more than two constants
+# against a temporary table it builds again for every row (migration 0003).
+_CATEGORY_CHECK = " OR ".join(f"category = '{category.value}'" for category in MemoryCategory)
 
 entries = Table(
     "entries",
@@ -62,7 +64,7 @@ entries = Table(
     Column("created_at_us", BigInteger(), nullable=False, comment="microseconds since epoch, UTC"),
     Column("access_count", BigInteger(), nullable=False),
     Column("validated", Boolean(), nullable=False),
-    CheckConstraint(f"category IN ({_CATEGORIES})", name="category"),
+    CheckConstraint(_CATEGORY_CHECK, name="category"),
     CheckConstraint("relevance >= 0 AND relevance <= 1", name="relevance"),
 )
 # Retrieval walks entries best relevance first, ties in insertion order.
