@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loopctl_memory.builtin import InMemoryStore
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
 from loopctl_memory.errors import (
     DuplicateEntryError,
@@ -20,6 +19,7 @@ from loopctl_memory.errors import (
 from loopctl_memory.protocol import LoopMemory
 
 if TYPE_CHECKING:
+    from loopctl_memory.builtin import InMemoryStore
     from loopctl_memory.sql.store import SqlMemoryStore, open_store
 
 if TYPE_CHECKING:
@@ -45,6 +45,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The SQL store pulls in SQLAlchemy and alembic, and the version importlib.metadata:
     # loaded on first use, so that what needs neither (the JSON Lines parser) starts fast.
+    # So is the in-memory store, which the import's parser processes never use.
+    if name == "InMemoryStore":
+        from loopctl_memory.builtin import InMemoryStore  # noqa: PLC0415 - see above
+
+        return InMemoryStore
     if name in ("SqlMemoryStore", "open_store"):
         from loopctl_memory.sql import store  # noqa: PLC0415 - see above
 

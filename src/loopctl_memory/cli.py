@@ -8,7 +8,6 @@ traceback instead.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import gc
@@ -183,6 +182,9 @@ async def _open_existing(target: str, *, create: bool) -> SqlMemoryStore:
 
 
 def _run(work: Coroutine[Any, Any, T]) -> T:
+    # Imported here: an import starts its parser processes before asyncio loads.
+    import asyncio
+
     return asyncio.run(work)
 
 
@@ -661,6 +663,8 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
     first_line = 1
 
     async def work(batches: Iterator[Batch], progress: Progress, size: int | None) -> None:
+        import asyncio  # here, not at the top: see _run
+
         nonlocal imported, first_line
         task = progress.add_task("importing", total=size, entries=0)
         async with _opened(settings, create=True) as store:
