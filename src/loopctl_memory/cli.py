@@ -747,6 +747,12 @@ def _import_advice(file: Path, imported: int, first_line: int) -> str:
 
 def main() -> None:
     """Run the command line (the ``loopctl-memory`` script and ``python -m loopctl_memory``)."""
+    # A command is one short process, and its collector only rescans the modules it
+    # loads (a sixth of their load time) for cycles that are not there: reference
+    # counting frees what a command allocates. What is left at exit stays about a
+    # thousand objects however much a command does (1,056 after importing 100,000
+    # lines, 1,092 after 1,000,000, 2,173 after exporting 1,000,000).
+    gc.disable()
     try:
         cli(prog_name=PROG)
     finally:

@@ -15,7 +15,6 @@ accepted, the batches and the errors are the same.
 from __future__ import annotations
 
 import contextlib
-import gc
 import io
 import itertools
 import marshal
@@ -155,8 +154,10 @@ def parsed_batches(
     children: list[subprocess.Popen[bytes]] = []
     try:
         for lane in range(lanes):
+            # The collector is off from the start: a parser builds batches of tuples,
+            # never a cycle, and rescanning them (and its modules) was a fiftieth of its work.
             program = (
-                f"import sys; sys.path.append({package_root!r}); "
+                f"import gc; gc.disable(); import sys; sys.path.append({package_root!r}); "
                 "from loopctl_memory.jsonl_batches import _child_main; "
                 f"_child_main({int(batch_size)}, {str(stage_dir) if stage_dir else None!r}, "
                 f"{lane}, {lanes}, {offset!r})"
@@ -280,9 +281,6 @@ def _child_main(
 
     ``offset``: standard input is a file, read from there with ``pread``.
     """
-    # Batches are lists of tuples of str, int and float: never a cycle for the collector
-    # to find, and scanning them again and again was a fiftieth of this process's work.
-    gc.disable()
     out = sys.stdout.buffer
     lines = sys.stdin.buffer if offset is None else _lines_at(sys.stdin.fileno(), offset)
     try:
