@@ -166,9 +166,10 @@ def flat_from_json(line: str | bytes) -> tuple[FlatEntry, list[str]]:
 
 
 def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
-    """The flat entry of a line as :func:`entry_to_json` writes it; None for any other line.
+    """The flat entry of a line as :func:`entry_to_json` writes it; None: the slow path.
 
-    msgspec has checked every type, both ranges, and that the text is valid UTF-8.
+    The UUID may also be in capitals or without hyphens. msgspec has checked
+    every type, both ranges, and that the text is valid UTF-8.
     """
     if fields.category not in _CATEGORY_VALUES:
         return None
