@@ -74,6 +74,28 @@ def test_a_stage_file_holds_the_batch_rows_as_they_are(tmp_path):
     assert sorted(tags) == tags
 
 
+@pytest.mark.parametrize("rows_per_insert", [1, 7, 500])
+def test_a_stage_file_keeps_the_rows_in_order_across_its_inserts(
+    tmp_path, monkeypatch, rows_per_insert
+):
+    monkeypatch.setattr(staging, "ROWS_PER_INSERT", rows_per_insert)
+    [parsed] = list(read_batches(iter(varied_lines(300, seed=5)), 1_000))
+    batch = parsed.entries
+    assert len(batch.tags) % 7, "a last, shorter insert of tags"
+    with contextlib.closing(sqlite3.connect(write_stage(tmp_path / "stage.db", batch).path)) as db:
+        assert batch.entries == db.execute("SELECT * FROM entries ORDER BY number").fetchall()
+        assert batch.tags == db.execute("SELECT * FROM tags ORDER BY rowid").fetchall()
+
+
+def test_staging_binds_no_more_values_a_statement_than_sqlite_allows():
+    rows = [(number, 0, f"tag {number}", f"tag {number}") for number in range(5)]
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        db.execute("CREATE TABLE tags (number, position, tag, tag_lower)")
+        db.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 10)  # as old SQLite's 999, in small
+        staging._insert_all(db, "tags", rows, 4)  # two rows an insert, then one
+        assert rows == db.execute("SELECT * FROM tags ORDER BY rowid").fetchall()
+
+
 @pytest.mark.parametrize(
     "sizes",
     [
