@@ -75,9 +75,8 @@ def _insert_all(
     connection: sqlite3.Connection, table: str, rows: Sequence[tuple[Any, ...]], width: int
 ) -> None:
     """Insert ``rows`` of ``width`` values into ``table``, in order."""
-    per_insert = min(
-        ROWS_PER_INSERT, connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
-    )
+    allowed = connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
+    per_insert = max(1, min(ROWS_PER_INSERT, allowed))
     row = f"({', '.join('?' * width)})"
 
     def insert(count: int) -> str:
