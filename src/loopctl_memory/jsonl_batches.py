@@ -221,7 +221,7 @@ def _message(child: subprocess.Popen[bytes]) -> tuple[Any, ...]:
     payload = child.stdout.read(size)
     if len(payload) < size:  # the child died while sending
         raise _child_failure(child)
-    # marshal, not pickle: plain tuples and lists of str, int, float and bool, read
+    # marshal, not pickle: plain tuples and lists of str, int, float and bytes, read
     # back a third faster; only ever between this interpreter and its own child.
     try:
         message: tuple[Any, ...] = marshal.loads(payload)  # noqa: S302
