@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, errors, open_store
 from loopctl_memory.errors import LoopMemoryError
+from loopctl_memory.sql import engine
 from loopctl_memory.sql.engine import resolve_target
 
 
@@ -60,6 +62,29 @@ async def test_a_busy_writer_past_the_timeout_raises_storage_error_and_changes_n
         finally:
             blocker.close()
         assert 0 == await store.count()
+
+
+async def test_a_new_file_gets_large_pages_and_an_older_file_keeps_its_own(tmp_path, monkeypatch):
+    """Page size is fixed when a file is created: files made before 8 KiB pages stay 4 KiB."""
+    new, old = tmp_path / "new.db", tmp_path / "old.db"
+    async with open_store(new) as store:
+        await store.store(MemoryEntry(MemoryCategory.FACT, "written in a new file"))
+    monkeypatch.setattr(engine, "PAGE_SIZE", 4096)  # as every file was made before
+    async with open_store(old) as store:
+        await store.store(MemoryEntry(MemoryCategory.FACT, "written with small pages"))
+    monkeypatch.undo()
+    async with open_store(old) as store:
+        await store.store(MemoryEntry(MemoryCategory.FACT, "written later with small pages"))
+        found = [entry.memory for entry in await store.retrieve("written with", 5)]
+    assert ["written with small pages", "written later with small pages"] == found
+    assert 8192 == engine.PAGE_SIZE == _pragma(new, "page_size")
+    assert 4096 == _pragma(old, "page_size")
+    assert "ok" == _pragma(old, "integrity_check")
+
+
+def _pragma(path: Path, name: str) -> object:
+    with closing(sqlite3.connect(path)) as raw:
+        return raw.execute(f"PRAGMA {name}").fetchone()[0]
 
 
 def test_every_library_error_derives_from_the_root():
