@@ -2,13 +2,14 @@
 
 Generates the file (deterministic: seeded, realistic lengths and tags), then runs
 the real command, in-process by default or as a subprocess of the installed
-entry point with --subprocess, a few times on a fresh SQLite file each, and
-prints entries/s for every run, the best and the median. The goal is >= 50,000
+entry point with --subprocess (--terminal: with its standard error a terminal,
+so that it draws its progress bar as a user sees it), a few times on a fresh
+SQLite file each, and prints entries/s for every run, the best and the median. The goal is >= 50,000
 entries/s for the median run: what a user typically sees, on a machine whose
 speed moves by a quarter from one minute to the next.
 
-    .venv/bin/python benchmarks/import_bench.py [--lines 100000] [--runs 3] [--subprocess]
-                                                [--breakdown]
+    .venv/bin/python benchmarks/import_bench.py [--lines 100000] [--runs 3]
+                                                [--subprocess | --terminal] [--breakdown]
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
+import os
+import pty
 import random
 import shutil
 import sqlite3
@@ -23,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -79,17 +83,58 @@ def run_in_process(database: Path, source: Path) -> float:
     return elapsed
 
 
-def run_subprocess(database: Path, source: Path) -> float:
+def installed_script() -> str:
     program = shutil.which("loopctl-memory", path=str(Path(sys.executable).parent))
     if program is None:
         raise SystemExit("loopctl-memory is not installed next to this Python")
+    return program
+
+
+def run_subprocess(database: Path, source: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [program, "--db", str(database), "import", str(source)],
+        [installed_script(), "--db", str(database), "import", str(source)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
     return time.perf_counter() - started
+
+
+def run_on_terminal(database: Path, source: Path) -> float:
+    """As :func:`run_subprocess`, with standard error a pseudo-terminal: the bar is drawn."""
+    program = installed_script()
+    primary, secondary = pty.openpty()
+    drawn: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(primary, drawn))
+    reader.start()
+    try:
+        started = time.perf_counter()
+        subprocess.run(
+            [program, "--db", str(database), "import", str(source)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=secondary,
+            env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
+        )
+        elapsed = time.perf_counter() - started
+    finally:
+        os.close(secondary)  # the reader sees the end once the command's copy is closed too
+        reader.join()
+        os.close(primary)
+    if "━" not in b"".join(drawn).decode(errors="replace"):
+        raise SystemExit("the import drew no progress bar on the terminal")
+    return elapsed
+
+
+def _drain(descriptor: int, into: list[bytes]) -> None:
+    while True:
+        try:
+            chunk = os.read(descriptor, 65536)
+        except OSError:  # EIO: every copy of the terminal's other end is closed
+            return
+        if not chunk:
+            return
+        into.append(chunk)
 
 
 def breakdown(scratch: Path, source: Path) -> None:
@@ -169,10 +214,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--subprocess", action="store_true", help="run the installed script")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--subprocess", action="store_true", help="run the installed script")
+    mode.add_argument(
+        "--terminal", action="store_true", help="as --subprocess, drawing its bar on a pty"
+    )
     parser.add_argument("--breakdown", action="store_true", help="time parsing and storing apart")
     options = parser.parse_args()
-    run = run_subprocess if options.subprocess else run_in_process
+    run = run_in_process
+    if options.subprocess or options.terminal:
+        run = run_on_terminal if options.terminal else run_subprocess
     # As after any install, or any first run: the package's modules are already compiled
     # (a shell with PYTHONDONTWRITEBYTECODE set would compile them at every start).
     compileall.compile_dir(Path(loopctl_memory.__file__).parent, quiet=1)
@@ -180,7 +231,9 @@ def main() -> None:
         source = Path(scratch) / "memories.jsonl"
         generate(source, options.lines)
         size = source.stat().st_size / 2**20
-        how = "subprocess" if options.subprocess else "in-process"
+        how = "in-process"
+        if options.subprocess or options.terminal:
+            how = "subprocess, stderr a terminal" if options.terminal else "subprocess"
         print(f"{options.lines} lines, {size:.1f} MiB; {how}")
         rates = []
         for attempt in range(1, options.runs + 1):
