@@ -23,10 +23,11 @@ _BEGIN_MODE = "loopctl_begin"
 PAGE_SIZE = 8192
 """Bytes a page of a new SQLite file; a file keeps the page size it was created with.
 
-Measured side by side against SQLite's default of 4096: an import a tenth
-faster (half the WAL and checkpoint system calls), and retrieval, single
-stores, ``store_many`` and ``consolidate`` the same or slightly faster, at
-100,000 and 1,000,000 entries (benchmarks/RESULTS.md, session 7)."""
+Measured side by side against SQLite's default of 4096 (benchmarks/RESULTS.md,
+session 7): an import 5-10% faster (half the WAL and checkpoint system calls);
+single stores, ``store_many``, ``consolidate`` and retrieval at 100,000 entries
+the same; retrieval at 1,000,000 the same on average, its median within this
+machine's noise (higher in 13 of 20 alternating pairs, by 0-5%)."""
 
 
 @dataclass(frozen=True, slots=True)
