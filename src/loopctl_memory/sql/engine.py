@@ -26,8 +26,8 @@ PAGE_SIZE = 8192
 Measured side by side against SQLite's default of 4096 (benchmarks/RESULTS.md,
 session 7): an import 5-10% faster (half the WAL and checkpoint system calls);
 single stores, ``store_many``, ``consolidate`` and retrieval at 100,000 entries
-the same; retrieval at 1,000,000 the same on average, its median within this
-machine's noise (higher in 13 of 20 alternating pairs, by 0-5%)."""
+the same; retrieval at 1,000,000 the same on average, its median 4.5% higher in
+the median of 20 alternating pairs (higher in 13 of them)."""
 
 
 @dataclass(frozen=True, slots=True)
