@@ -4,9 +4,9 @@ Generates the file (deterministic: seeded, realistic lengths and tags), then run
 the real command, in-process by default or as a subprocess of the installed
 entry point with --subprocess (--terminal: with its standard error a terminal,
 so that it draws its progress bar as a user sees it), a few times on a fresh
-SQLite file each, and prints entries/s for every run, the best and the median. The goal is >= 50,000
-entries/s for the median run: what a user typically sees, on a machine whose
-speed moves by a quarter from one minute to the next.
+SQLite file each, and prints entries/s for every run, the best and the median.
+The goal is >= 50,000 entries/s for the median run: what a user typically sees,
+on a machine whose speed moves by a quarter from one minute to the next.
 
     .venv/bin/python benchmarks/import_bench.py [--lines 100000] [--runs 3]
                                                 [--subprocess | --terminal] [--breakdown]
@@ -31,6 +31,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -83,40 +84,30 @@ def run_in_process(database: Path, source: Path) -> float:
     return elapsed
 
 
-def installed_script() -> str:
+def run_subprocess(database: Path, source: Path, **options: Any) -> float:
+    """The installed command as a new process; ``options`` go to ``subprocess.run``."""
     program = shutil.which("loopctl-memory", path=str(Path(sys.executable).parent))
     if program is None:
         raise SystemExit("loopctl-memory is not installed next to this Python")
-    return program
-
-
-def run_subprocess(database: Path, source: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [installed_script(), "--db", str(database), "import", str(source)],
+        [program, "--db", str(database), "import", str(source)],
         check=True,
         stdout=subprocess.DEVNULL,
+        **options,
     )
     return time.perf_counter() - started
 
 
 def run_on_terminal(database: Path, source: Path) -> float:
     """As :func:`run_subprocess`, with standard error a pseudo-terminal: the bar is drawn."""
-    program = installed_script()
     primary, secondary = pty.openpty()
     drawn: list[bytes] = []
     reader = threading.Thread(target=_drain, args=(primary, drawn))
     reader.start()
     try:
-        started = time.perf_counter()
-        subprocess.run(
-            [program, "--db", str(database), "import", str(source)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=secondary,
-            env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
-        )
-        elapsed = time.perf_counter() - started
+        terminal = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
+        elapsed = run_subprocess(database, source, stderr=secondary, env=terminal)
     finally:
         os.close(secondary)  # the reader sees the end once the command's copy is closed too
         reader.join()
@@ -221,9 +212,11 @@ def main() -> None:
     )
     parser.add_argument("--breakdown", action="store_true", help="time parsing and storing apart")
     options = parser.parse_args()
-    run = run_in_process
-    if options.subprocess or options.terminal:
-        run = run_on_terminal if options.terminal else run_subprocess
+    run, how = run_in_process, "in-process"
+    if options.subprocess:
+        run, how = run_subprocess, "subprocess"
+    elif options.terminal:
+        run, how = run_on_terminal, "subprocess, stderr a terminal"
     # As after any install, or any first run: the package's modules are already compiled
     # (a shell with PYTHONDONTWRITEBYTECODE set would compile them at every start).
     compileall.compile_dir(Path(loopctl_memory.__file__).parent, quiet=1)
@@ -231,9 +224,6 @@ def main() -> None:
         source = Path(scratch) / "memories.jsonl"
         generate(source, options.lines)
         size = source.stat().st_size / 2**20
-        how = "in-process"
-        if options.subprocess or options.terminal:
-            how = "subprocess, stderr a terminal" if options.terminal else "subprocess"
         print(f"{options.lines} lines, {size:.1f} MiB; {how}")
         rates = []
         for attempt in range(1, options.runs + 1):

@@ -116,9 +116,9 @@ def create_engine(
 
     SQLite: ``:memory:`` uses one shared connection (StaticPool); a file uses
     WAL, ``synchronous=NORMAL``, ``foreign_keys=ON``, a busy timeout and, when
-    new, pages of :data:`PAGE_SIZE` bytes. The
-    driver's own transaction handling is switched off so that we emit BEGIN
-    ourselves: deferred for reads, ``BEGIN IMMEDIATE`` for writes.
+    new, pages of :data:`PAGE_SIZE` bytes. The driver's own transaction handling
+    is switched off so that we emit BEGIN ourselves: deferred for reads,
+    ``BEGIN IMMEDIATE`` for writes.
 
     PostgreSQL: reads run in REPEATABLE READ (one snapshot, like a SQLite read);
     writes in READ COMMITTED after taking one advisory lock, so writers queue
