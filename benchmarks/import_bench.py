@@ -144,7 +144,7 @@ def breakdown(scratch: Path, source: Path) -> None:
     parsed = time.perf_counter() - started
     started = time.perf_counter()
     staged = [
-        FlatBatch([], [], batch.tokens, batch.tag_values, write_stage(scratch / f"{n}.db", batch))
+        FlatBatch([], [], staged=write_stage(scratch / f"{n}.db", batch))
         for n, batch in enumerate(batches)
     ]
     stage = time.perf_counter() - started

@@ -80,16 +80,7 @@ class Postings:
             ValueError: a seq would not fit in 63 bits.
 
         """
-        if not 0 <= base < 2**63:
-            raise ValueError(f"seqs from {base} on do not fit in a signed 64-bit integer")
-        size = len(self.offsets)
-        # Adds base to every int64 at once: the buffer read as a single integer, plus base
-        # in each 8-byte lane. Indexes and base are below 2**63, so no lane carries into
-        # the next, and a seq beyond int64 shows as its lane's top bit.
-        each = int.from_bytes(base.to_bytes(8, "little") * (size // 8), "little")
-        packed = (int.from_bytes(self.offsets, "little") + each).to_bytes(size, "little")
-        if not packed[7::8].isascii():  # a lane's top byte >= 0x80
-            raise ValueError(f"seqs from {base} on do not fit in a signed 64-bit integer")
+        packed = rebased(self.offsets, base)
         blobs: dict[str, bytes] = {}
         begin = 0
         for term, count in zip(self.terms, self.counts, strict=True):
@@ -97,6 +88,37 @@ class Postings:
             blobs[term] = packed[begin:end]
             begin = end
         return blobs
+
+    def rows(self) -> list[tuple[str, int, bytes]]:
+        """(term, how many entries hold it, their indexes packed), in term order."""
+        rows = []
+        begin = 0
+        for term, count in zip(self.terms, self.counts, strict=True):
+            end = begin + 8 * count
+            rows.append((term, count, self.offsets[begin:end]))
+            begin = end
+        rows.sort()
+        return rows
+
+
+def rebased(indexes: bytes, base: int) -> bytes:
+    """Packed indexes (see :func:`pack`) as packed seqs: ``base`` added to each.
+
+    Raises:
+        ValueError: a seq would not fit in 63 bits.
+
+    """
+    if not 0 <= base < 2**63:
+        raise ValueError(f"seqs from {base} on do not fit in a signed 64-bit integer")
+    size = len(indexes)
+    # Adds base to every int64 at once: the buffer read as a single integer, plus base
+    # in each 8-byte lane. Indexes and base are below 2**63, so no lane carries into
+    # the next, and a seq beyond int64 shows as its lane's top bit.
+    each = int.from_bytes(base.to_bytes(8, "little") * (size // 8), "little")
+    packed = (int.from_bytes(indexes, "little") + each).to_bytes(size, "little")
+    if not packed[7::8].isascii():  # a lane's top byte >= 0x80
+        raise ValueError(f"seqs from {base} on do not fit in a signed 64-bit integer")
+    return packed
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +142,8 @@ class FlatBatch:
     tag_values: Postings | None = None
     """The same for each distinct lowercase tag."""
     staged: Staged | None = None
-    """Where the entries and tags are when they are not in the lists: a stage file,
-    which only a SQLite store reads. ``tokens`` and ``tag_values`` are then set."""
+    """Where the entries, their tags and both postings are when they are not here: a
+    stage file (see ``staging``), which only a SQLite store reads."""
 
     def __len__(self) -> int:
         return len(self.entries) if self.staged is None else self.staged.entries
@@ -135,20 +157,36 @@ class FlatBatch:
                 (offset, position, tag, tag.lower()) for position, tag in enumerate(tags)
             )
 
+    def _not_staged(self) -> None:
+        if self.staged is not None:
+            raise ValueError("a staged batch's postings are in its stage file, not computed here")
+
     def has_unique_ids(self) -> bool:
         """Whether no two entries of the batch share an id."""
         return len({entry[1] for entry in self.entries}) == len(self.entries)
 
     def token_postings(self) -> Postings:
-        """Each token and the entries (indexes in the batch) that hold it; computed once."""
+        """Each token and the entries (indexes in the batch) that hold it; computed once.
+
+        Raises:
+            ValueError: the batch is staged: its postings are in its stage file.
+
+        """
         if self.tokens is None:
+            self._not_staged()
             by_token = invert_tokens(((entry[0], entry[4]) for entry in self.entries), {})
             self.tokens = Postings.of(by_token)
         return self.tokens
 
     def tag_postings(self) -> Postings:
-        """Each lowercase tag and the entries (indexes in the batch) carrying it; computed once."""
+        """Each lowercase tag and the entries (indexes in the batch) carrying it; computed once.
+
+        Raises:
+            ValueError: the batch is staged: its postings are in its stage file.
+
+        """
         if self.tag_values is None:
+            self._not_staged()
             by_tag = invert_tags(((tag[0], tag[3]) for tag in self.tags), {})
             self.tag_values = Postings.of(by_tag)
         return self.tag_values

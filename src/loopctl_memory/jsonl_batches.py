@@ -7,8 +7,8 @@ interpreter, running :func:`_child_main`) read the input themselves and send
 back each :class:`Batch`, tokens included, while the importing process writes
 the previous one: two children taking turns at the batches of a file, which each
 reads at its own offset, or one for a pipe. For a SQLite store a child writes
-the batch's rows to a stage file (:mod:`loopctl_memory.staging`) and sends the
-rest. Otherwise the same batches are parsed in process. Either way the lines
+the batch's rows and postings to a stage file (:mod:`loopctl_memory.staging`)
+and sends where it is. Otherwise the same batches are parsed in process. Either way the lines
 accepted, the batches and the errors are the same.
 """
 
@@ -125,9 +125,9 @@ def parsed_batches(
     gets :data:`LANES` children taking turns at the batches; a pipe gets one.
     Leaving the context stops the children.
 
-    ``stage_dir``: the children write each batch to a stage file there (see
-    :mod:`loopctl_memory.staging`) and send the rest; for a SQLite store, whose
-    writer then binds no values. A batch whose ids repeat still comes as rows,
+    ``stage_dir``: the children write each batch, postings included, to a stage
+    file there (see :mod:`loopctl_memory.staging`) and send its path; for a
+    SQLite store, whose writer then binds no values. A batch whose ids repeat still comes as rows,
     for the store to refuse as usual; so do batches parsed in this process.
     The caller removes the files.
 
@@ -199,10 +199,8 @@ def _received(children: list[subprocess.Popen[bytes]]) -> Iterator[Batch]:
             flat = FlatBatch(entries, tags, Postings(*tokens), Postings(*tag_values))
             yield Batch(first, last, flat, consumed)
         elif kind == "staged":
-            first, last, consumed, path, count, tokens, tag_values = message[1:]
-            staged = Staged(path, count)
-            flat = FlatBatch([], [], Postings(*tokens), Postings(*tag_values), staged)
-            yield Batch(first, last, flat, consumed)
+            first, last, consumed, path, count = message[1:]
+            yield Batch(first, last, FlatBatch([], [], staged=Staged(path, count)), consumed)
         elif kind == "line":
             raise LineError(message[1], message[2])
         elif kind == "end":  # the child whose turn it is has no batch: there are no more
@@ -286,14 +284,13 @@ def _child_main(
     try:
         for batch in read_batches(lines, batch_size, tokens=True, lane=lane, lanes=lanes):
             flat = batch.entries
-            rows: tuple[Any, Any] = (flat.entries, flat.tags)
-            kind = "batch"
+            lines_read = (batch.first_line, batch.last_line, batch.consumed)
             if stage_dir is not None and flat.has_unique_ids():
                 staged = write_stage(Path(stage_dir) / f"lines-{batch.first_line}.db", flat)
-                kind, rows = "staged", (staged.path, staged.entries)
-            lines_read = (batch.first_line, batch.last_line, batch.consumed)
-            postings = (_fields(flat.token_postings()), _fields(flat.tag_postings()))
-            _send(out, (kind, *lines_read, *rows, *postings))
+                _send(out, ("staged", *lines_read, staged.path, staged.entries))
+            else:
+                postings = (_fields(flat.token_postings()), _fields(flat.tag_postings()))
+                _send(out, ("batch", *lines_read, flat.entries, flat.tags, *postings))
         _send(out, ("end",))
     except LineError as exc:
         _send(out, ("line", exc.number, exc.reason))

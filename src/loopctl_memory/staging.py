@@ -1,11 +1,13 @@
-"""A batch's rows in a SQLite file of their own, which a SQLite store copies in two statements.
+"""A batch's rows and postings in a SQLite file of their own, which a SQLite store copies.
 
 The import's parser process writes each batch to such a file, so binding every
 value is its work and not the writer's. The writer attaches the file inside its
 transaction and copies the entries and tags with ``INSERT ... SELECT`` (see
-``repository.insert_entries``), then detaches it once the transaction is over.
-The rows are those of the :class:`~loopctl_memory.flat.FlatBatch`: the entry's
-number in the batch, then its fields (or the tag's).
+``repository.insert_entries``), and the postings the same way when it indexes
+the batch (``index.index_tail``); it detaches the file once the transaction is
+over. The rows are those of the :class:`~loopctl_memory.flat.FlatBatch`: the
+entry's number in the batch, then its fields (or the tag's); then each term of
+the batch's tokens and of its tags, in term order (:meth:`Postings.rows`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ ENTRY_COLUMNS = (
 
 TAG_COLUMNS = ("position", "tag", "tag_lower")
 
+TERM_COLUMNS = ("term", "count", "numbers")
+"""A term, how many entries hold it, and their numbers packed (see ``flat.pack``)."""
+
+TOKENS = "tokens"
+"""The table of the batch's tokens, named as the store's vocabulary table."""
+
+TAG_VALUES = "tag_values"
+"""The table of the batch's lowercase tags, named as the store's vocabulary table."""
+
 PAGE_SIZE = 65_536
 """SQLite's largest page: a stage file of 25,000 entries is 10 MB, written and read whole."""
 
@@ -47,7 +58,7 @@ def write_stage(path: Path, batch: FlatBatch) -> Staged:
     a crash loses nothing the store has acknowledged; large pages, for a tenth of
     the system calls. Columns have no declared type, so every value is kept as
     the batch holds it. The tags table is in the batch's order, (number,
-    position), by rowid: no key to maintain.
+    position), and the term tables in term order, by rowid: no key to maintain.
     """
     with closing(sqlite3.connect(path, isolation_level=None)) as connection:
         connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
@@ -57,9 +68,13 @@ def write_stage(path: Path, batch: FlatBatch) -> Staged:
             f"CREATE TABLE entries (number INTEGER PRIMARY KEY, {', '.join(ENTRY_COLUMNS)})"
         )
         connection.execute(f"CREATE TABLE tags (number, {', '.join(TAG_COLUMNS)})")
+        for table in (TOKENS, TAG_VALUES):
+            connection.execute(f"CREATE TABLE {table} ({', '.join(TERM_COLUMNS)})")
         connection.execute("BEGIN")
         _insert_all(connection, "entries", batch.entries, 1 + len(ENTRY_COLUMNS))
         _insert_all(connection, "tags", batch.tags, 1 + len(TAG_COLUMNS))
+        _insert_all(connection, TOKENS, batch.token_postings().rows(), len(TERM_COLUMNS))
+        _insert_all(connection, TAG_VALUES, batch.tag_postings().rows(), len(TERM_COLUMNS))
         connection.execute("COMMIT")
     return Staged(str(path), len(batch))
 

@@ -50,6 +50,7 @@ from loopctl_memory.flat import (
     Postings,
     flat_entry,
     pack,
+    rebased,
     tokens_of,
     unpack,
 )
@@ -965,6 +966,28 @@ def test_postings_seqs_add_the_base_to_every_index(base):
     for term, found in by_term.items():
         assert pack([base + offset for offset in found]) == seqs[term]
         assert [base + offset for offset in found] == unpack(seqs[term]).tolist()
+
+
+def test_postings_rows_give_each_term_its_count_and_packed_indexes_in_term_order():
+    by_term = {"b": [0, 2, 5], "a": [1], "x\x00y": [3, 4], "ä": [2**40]}
+    rows = Postings.of(by_term).rows()
+    assert ["a", "b", "x\x00y", "ä"] == [term for term, _, _ in rows]
+    assert [(term, len(found), pack(found)) for term, found in sorted(by_term.items())] == rows
+    assert [] == Postings.of({}).rows()
+
+
+@pytest.mark.parametrize("base", [0, 1, 2**32 - 1, 2**63 - 4])
+def test_rebased_adds_the_base_to_every_packed_index(base):
+    indexes = [0, 1, 3]
+    assert pack([base + index for index in indexes]) == rebased(pack(indexes), base)
+    assert b"" == rebased(b"", base)
+
+
+def test_rebased_refuses_seqs_beyond_63_bits():
+    with pytest.raises(ValueError, match="signed 64-bit"):
+        rebased(pack([0, 4]), 2**63 - 4)
+    with pytest.raises(ValueError, match="signed 64-bit"):
+        rebased(pack([0]), -1)
 
 
 def test_pack_writes_little_endian_int64s_and_refuses_wider_values():

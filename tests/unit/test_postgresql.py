@@ -154,8 +154,7 @@ async def test_a_created_database_is_the_migrated_one(url):
 async def test_a_staged_batch_is_refused_with_nothing_stored(url, tmp_path):
     """Stage files are for SQLite stores; the import sends PostgreSQL the rows themselves."""
     batch = flatten([MemoryEntry(MemoryCategory.FACT, "staged")])
-    staged = FlatBatch([], [], batch.token_postings(), batch.tag_postings())
-    staged.staged = write_stage(tmp_path / "stage.db", batch)
+    staged = FlatBatch([], [], staged=write_stage(tmp_path / "stage.db", batch))
     async with open_store(url) as store:
         with pytest.raises(StorageError, match="only be stored in SQLite"):
             await store.store_flat(staged)

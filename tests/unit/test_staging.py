@@ -9,6 +9,7 @@ import io
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -52,9 +53,17 @@ def digest(path: Path) -> dict[str, str]:
 
 
 def staged_copy(batch: FlatBatch, path: Path) -> FlatBatch:
-    """The batch as the import's parser sends it: tokens, and the rows in a stage file."""
-    tokens, tag_values = batch.token_postings(), batch.tag_postings()
-    return FlatBatch([], [], tokens, tag_values, write_stage(path, batch))
+    """The batch as the import's parser sends it: rows and postings in a stage file."""
+    return FlatBatch([], [], staged=write_stage(path, batch))
+
+
+def stage_terms(path: str | Path) -> tuple[list[Any], list[Any]]:
+    """The token and tag term rows of a stage file, in the order the store reads them."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return (
+            db.execute("SELECT * FROM tokens ORDER BY rowid").fetchall(),
+            db.execute("SELECT * FROM tag_values ORDER BY rowid").fetchall(),
+        )
 
 
 def test_a_stage_file_holds_the_batch_rows_as_they_are(tmp_path):
@@ -72,6 +81,12 @@ def test_a_stage_file_holds_the_batch_rows_as_they_are(tmp_path):
     assert batch.entries == entries  # NUL characters, -0.0 and non-ASCII text included
     assert batch.tags == tags
     assert sorted(tags) == tags
+    tokens, tag_values = stage_terms(staged.path)
+    assert batch.token_postings().rows() == tokens
+    assert batch.tag_postings().rows() == tag_values
+    assert sorted(tokens) == tokens
+    assert len(tokens) > 20
+    assert any("\x00" in term for term, _, _ in tokens)  # a NUL kept, not cut short
 
 
 @pytest.mark.parametrize("rows_per_insert", [1, 7, 500])
@@ -119,6 +134,15 @@ async def test_a_staged_batch_is_stored_exactly_as_its_rows(tmp_path, sizes):
     read_index(staged_path)  # the postings are the entries' tokens and tags
 
 
+def test_a_staged_batch_has_no_postings_to_compute(tmp_path):
+    batch = flatten([MemoryEntry(MemoryCategory.FACT, "some words", tags=["t"])])
+    staged = staged_copy(batch, tmp_path / "stage.db")
+    with pytest.raises(ValueError, match="stage file"):
+        staged.token_postings()
+    with pytest.raises(ValueError, match="stage file"):
+        staged.tag_postings()
+
+
 async def test_the_stage_is_detached_after_a_batch_stored_or_refused(tmp_path):
     made = [MemoryEntry(MemoryCategory.FACT, f"memory {n}", tags=["t"]) for n in range(30)]
     async with open_store(tmp_path / "memory.db") as store:
@@ -158,8 +182,14 @@ def test_the_parser_stages_every_batch_but_one_whose_ids_repeat(tmp_path):
             got.consumed,
             len(got.entries),
         )
-        assert want.entries.tokens == got.entries.tokens
-        assert want.entries.tag_values == got.entries.tag_values
+        if got.entries.staged is None:
+            assert want.entries.tokens == got.entries.tokens
+            assert want.entries.tag_values == got.entries.tag_values
+        else:  # the postings are in the stage file, not sent
+            assert (None, None) == (got.entries.tokens, got.entries.tag_values)
+            tokens, tag_values = stage_terms(got.entries.staged.path)
+            assert want.entries.token_postings().rows() == tokens
+            assert want.entries.tag_postings().rows() == tag_values
     assert len(received) - 1 == len(list(stage_dir.iterdir()))
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import StaticPool
 
 from loopctl_memory.errors import StorageError
+from loopctl_memory.flat import rebased
 
 WRITE = "IMMEDIATE"
 """Execution option value for write transactions (see ``begin_mode``)."""
@@ -165,6 +166,10 @@ def _configure_postgresql(engine: AsyncEngine) -> None:
             connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITERS_LOCK})")
 
 
+REBASED = "loopctl_rebased"
+"""The SQL name of :func:`~loopctl_memory.flat.rebased` on every SQLite connection."""
+
+
 def _configure_sqlite(engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: object) -> None:
@@ -182,6 +187,8 @@ def _configure_sqlite(engine: AsyncEngine, *, memory: bool, busy_timeout: float)
                 cursor.execute("PRAGMA cache_size=-65536")
         finally:
             cursor.close()
+        # For the postings of a staged batch (index.index_tail): its packed numbers as seqs.
+        dbapi_connection.create_function(REBASED, 2, rebased, deterministic=True)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Connection) -> None:

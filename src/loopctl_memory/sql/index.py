@@ -30,7 +30,9 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult, Table, func, select, update
 from sqlalchemy.util.typing import TupleAny
 
-from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens, pack, unpack
+from loopctl_memory import staging
+from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens, pack, rebased, unpack
+from loopctl_memory.sql.engine import REBASED
 from loopctl_memory.sql.tables import (
     entries,
     index_state,
@@ -60,6 +62,9 @@ class _Vocabulary:
 
 
 _INDEX_TABLES = (tags, tokens, postings, tag_values, tag_postings)
+
+_STAGE_TABLES = {tokens.name: staging.TOKENS, tag_values.name: staging.TAG_VALUES}
+"""Each vocabulary's table in a stage file (see :mod:`loopctl_memory.staging`)."""
 
 TOKENS = _Vocabulary(tokens, "token", postings, "token_id")
 TAG_VALUES = _Vocabulary(tag_values, "value", tag_postings, "value_id")
@@ -131,17 +136,23 @@ def index_tail(connection: Connection, fresh: Fresh | None = None) -> int:
         last = _read_back(connection, start, read_before, by_token, by_tag)
     fresh_tokens: dict[str, bytes] = {}
     fresh_tags: dict[str, bytes] = {}
+    staged = fresh is not None and fresh.batch.staged is not None
     if fresh is not None and len(fresh.batch):
         batch, base = fresh.batch, fresh.first_seq
-        # By index in the batch (the import's parser inverted them already), packed as seqs.
-        fresh_tokens = batch.token_postings().seqs(base)
-        fresh_tags = batch.tag_postings().seqs(base)
         last = base + len(batch) - 1
+        if not staged:
+            # By index in the batch (the import's parser inverted them already), as seqs.
+            fresh_tokens = batch.token_postings().seqs(base)
+            fresh_tags = batch.tag_postings().seqs(base)
     if last == start:
         return 0
     block = start + 1
-    _add_postings(connection, TOKENS, block, _joined(by_token, fresh_tokens))
-    _add_postings(connection, TAG_VALUES, block, _joined(by_tag, fresh_tags))
+    if staged and fresh is not None:
+        _add_staged_postings(connection, TOKENS, block, by_token, fresh.first_seq)
+        _add_staged_postings(connection, TAG_VALUES, block, by_tag, fresh.first_seq)
+    else:
+        _add_postings(connection, TOKENS, block, _joined(by_token, fresh_tokens))
+        _add_postings(connection, TAG_VALUES, block, _joined(by_tag, fresh_tags))
     connection.execute(update(index_state).values(indexed_through=last))
     if connection.dialect.name == "postgresql":
         _refresh_statistics(connection)
@@ -236,6 +247,46 @@ def _add_postings(
         "VALUES (?, ?, ?)",
         sorted((ids[term], block, blob) for term, blob in blobs.items()),
     )
+
+
+def _add_staged_postings(
+    connection: Connection,
+    vocabulary: _Vocabulary,
+    block: int,
+    older: dict[str, list[int]],
+    base: int,
+) -> None:
+    """Add one block's postings: ``older`` seqs, then the attached stage's from ``base`` on.
+
+    Without older seqs the database copies the stage's terms and postings itself,
+    in the order :func:`_add_postings` writes them, so the rows are the same.
+    """
+    if older:  # one row a term for both: joined here
+        newer = _staged_seqs(connection, vocabulary, base)
+        _add_postings(connection, vocabulary, block, _joined(older, newer))
+        return
+    table, term = vocabulary.terms.name, vocabulary.term
+    stage = f"{staging.ALIAS}.{_STAGE_TABLES[table]}"
+    # Only our own names are formatted in; block and base are parameters. "WHERE
+    # true" tells SQLite's parser that ON begins the upsert, not a join.
+    connection.exec_driver_sql(
+        f"INSERT INTO main.{table} ({term}, entries) "  # noqa: S608
+        f"SELECT term, count FROM {stage} WHERE true ORDER BY rowid "
+        f"ON CONFLICT ({term}) DO UPDATE SET entries = {table}.entries + excluded.entries"
+    )
+    connection.exec_driver_sql(
+        f"INSERT INTO main.{vocabulary.postings.name} ({vocabulary.term_id}, block, seqs) "  # noqa: S608
+        f"SELECT known.id, ?, {REBASED}(staged.numbers, ?) FROM {stage} AS staged "
+        f"JOIN main.{table} AS known ON known.{term} = staged.term ORDER BY known.id",
+        (block, base),
+    )
+
+
+def _staged_seqs(connection: Connection, vocabulary: _Vocabulary, base: int) -> dict[str, bytes]:
+    """The attached stage's postings of this vocabulary: term -> seqs from ``base`` on, packed."""
+    stage = f"{staging.ALIAS}.{_STAGE_TABLES[vocabulary.terms.name]}"
+    rows = connection.exec_driver_sql(f"SELECT term, numbers FROM {stage}")  # noqa: S608
+    return {term: rebased(numbers, base) for term, numbers in rows}
 
 
 def _driver_sql(connection: Connection, statement: str, parameters: Any) -> CursorResult[*TupleAny]:
