@@ -134,6 +134,44 @@ async def test_a_staged_batch_is_stored_exactly_as_its_rows(tmp_path, sizes):
     read_index(staged_path)  # the postings are the entries' tokens and tags
 
 
+async def test_a_staged_batch_after_a_deleted_tail_is_stored_exactly_as_its_rows(tmp_path):
+    """Nothing to read back: the batch takes the deleted entries' seqs and its own block."""
+    made = index_entries()
+    rows_path, staged_path = tmp_path / "rows.db", tmp_path / "staged.db"
+    async with open_store(rows_path) as rows, open_store(staged_path) as staged:
+        for store in (rows, staged):
+            await store.store_many(made[:5])  # left unindexed, then gone
+            for entry in made[:5]:
+                assert await store.delete(entry.id)
+        batch = flatten(made[5:10_005])  # past TAIL_LIMIT: indexed in its transaction
+        await rows.store_flat(batch)
+        await staged.store_flat(staged_copy(batch, tmp_path / "stage.db"))
+        assert await search_all(rows) == await search_all(staged)
+    assert digest(rows_path) == digest(staged_path)
+    with contextlib.closing(sqlite3.connect(staged_path)) as db:
+        assert [(1,)] == db.execute("SELECT DISTINCT block FROM postings").fetchall()
+        assert (1, 10_000) == db.execute("SELECT min(seq), max(seq) FROM entries").fetchone()
+    read_index(staged_path)
+
+
+async def test_a_staged_batch_after_a_tail_without_terms_is_stored_exactly_as_its_rows(tmp_path):
+    """Older entries with no tokens or tags share the block, which starts below the batch."""
+    blank = [MemoryEntry(MemoryCategory.FACT, " \t ") for _ in range(3)]
+    made = index_entries()[:10_000]
+    rows_path, staged_path = tmp_path / "rows.db", tmp_path / "staged.db"
+    async with open_store(rows_path) as rows, open_store(staged_path) as staged:
+        await rows.store_many(blank)
+        await staged.store_many(blank)
+        await rows.store_flat(flatten(made))
+        await staged.store_flat(staged_copy(flatten(made), tmp_path / "stage.db"))
+        assert await search_all(rows) == await search_all(staged)
+    assert digest(rows_path) == digest(staged_path)
+    with contextlib.closing(sqlite3.connect(staged_path)) as db:
+        assert [(1,)] == db.execute("SELECT DISTINCT block FROM postings").fetchall()
+        assert (10_003,) == db.execute("SELECT indexed_through FROM index_state").fetchone()
+    read_index(staged_path)
+
+
 def test_a_staged_batch_has_no_postings_to_compute(tmp_path):
     batch = flatten([MemoryEntry(MemoryCategory.FACT, "some words", tags=["t"])])
     staged = staged_copy(batch, tmp_path / "stage.db")

@@ -136,20 +136,21 @@ def index_tail(connection: Connection, fresh: Fresh | None = None) -> int:
         last = _read_back(connection, start, read_before, by_token, by_tag)
     fresh_tokens: dict[str, bytes] = {}
     fresh_tags: dict[str, bytes] = {}
-    staged = fresh is not None and fresh.batch.staged is not None
+    # A staged batch's postings are in its stage file, numbered from its first seq.
+    stage_base = fresh.first_seq if fresh is not None and fresh.batch.staged else None
     if fresh is not None and len(fresh.batch):
         batch, base = fresh.batch, fresh.first_seq
         last = base + len(batch) - 1
-        if not staged:
+        if stage_base is None:
             # By index in the batch (the import's parser inverted them already), as seqs.
             fresh_tokens = batch.token_postings().seqs(base)
             fresh_tags = batch.tag_postings().seqs(base)
     if last == start:
         return 0
     block = start + 1
-    if staged and fresh is not None:
-        _add_staged_postings(connection, TOKENS, block, by_token, fresh.first_seq)
-        _add_staged_postings(connection, TAG_VALUES, block, by_tag, fresh.first_seq)
+    if stage_base is not None:
+        _add_staged_postings(connection, TOKENS, block, by_token, stage_base)
+        _add_staged_postings(connection, TAG_VALUES, block, by_tag, stage_base)
     else:
         _add_postings(connection, TOKENS, block, _joined(by_token, fresh_tokens))
         _add_postings(connection, TAG_VALUES, block, _joined(by_tag, fresh_tags))
