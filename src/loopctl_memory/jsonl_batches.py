@@ -8,8 +8,8 @@ back each :class:`Batch`, tokens included, while the importing process writes
 the previous one: two children taking turns at the batches of a file, which each
 reads at its own offset, or one for a pipe. For a SQLite store a child writes
 the batch's rows and postings to a stage file (:mod:`loopctl_memory.staging`)
-and sends where it is. Otherwise the same batches are parsed in process. Either way the lines
-accepted, the batches and the errors are the same.
+and sends its path. Otherwise the same batches are parsed in process. Either
+way the lines accepted, the batches and the errors are the same.
 """
 
 from __future__ import annotations
@@ -127,9 +127,9 @@ def parsed_batches(
 
     ``stage_dir``: the children write each batch, postings included, to a stage
     file there (see :mod:`loopctl_memory.staging`) and send its path; for a
-    SQLite store, whose writer then binds no values. A batch whose ids repeat still comes as rows,
-    for the store to refuse as usual; so do batches parsed in this process.
-    The caller removes the files.
+    SQLite store, whose writer then binds no values. A batch whose ids repeat
+    still comes as rows, for the store to refuse as usual; so do batches parsed
+    in this process. The caller removes the files.
 
     Raises:
         LineError: (from the iterator) a line is not a valid entry.
