@@ -1,6 +1,7 @@
 """How fast `loopctl-memory import` stores a 100,000-line JSON Lines file.
 
-Generates the file (deterministic: seeded, realistic lengths and tags), then runs
+Generates the file (deterministic: seeded, realistic lengths and tags; --text
+natural for the Zipf text of benchmarks.run's natural workload), then runs
 the real command, in-process by default or as a subprocess of the installed
 entry point with --subprocess (--terminal: with its standard error a terminal,
 so that it draws its progress bar as a user sees it), a few times on a fresh
@@ -10,6 +11,7 @@ on a machine whose speed moves by a quarter from one minute to the next.
 
     .venv/bin/python benchmarks/import_bench.py [--lines 100000] [--runs 3]
                                                 [--subprocess | --terminal] [--breakdown]
+                                                [--text developer|natural]
 """
 
 from __future__ import annotations
@@ -73,6 +75,21 @@ def generate(path: Path, lines: int, seed: int = 7) -> None:
                 validated=rng.random() < 0.3,
             )
             out.write(entry_to_json(entry) + "\n")
+
+
+def generate_natural(path: Path, lines: int) -> None:
+    """Write ``lines`` entries of ``benchmarks.run``'s natural workload, as an export would.
+
+    Zipf text over 20,000 words (see ``benchmarks.workloads``): a vocabulary the
+    size of real notes', where the default lines draw on 36 words.
+    """
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:  # run as a script: the project's root is not on the path
+        sys.path.insert(0, root)
+    from benchmarks import workloads  # noqa: PLC0415 - after the path, and only when asked
+
+    with path.open("w", encoding="utf-8", newline="\n") as out:
+        out.writelines(entry_to_json(entry) + "\n" for entry in workloads.entries("natural", lines))
 
 
 def run_in_process(database: Path, source: Path) -> float:
@@ -211,6 +228,12 @@ def main() -> None:
         "--terminal", action="store_true", help="as --subprocess, drawing its bar on a pty"
     )
     parser.add_argument("--breakdown", action="store_true", help="time parsing and storing apart")
+    parser.add_argument(
+        "--text",
+        choices=("developer", "natural"),
+        default="developer",
+        help="the lines' words: 36 developer words (default) or the natural workload's",
+    )
     options = parser.parse_args()
     run, how = run_in_process, "in-process"
     if options.subprocess:
@@ -222,9 +245,9 @@ def main() -> None:
     compileall.compile_dir(Path(loopctl_memory.__file__).parent, quiet=1)
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "memories.jsonl"
-        generate(source, options.lines)
+        (generate_natural if options.text == "natural" else generate)(source, options.lines)
         size = source.stat().st_size / 2**20
-        print(f"{options.lines} lines, {size:.1f} MiB; {how}")
+        print(f"{options.lines} lines of {options.text} text, {size:.1f} MiB; {how}")
         rates = []
         for attempt in range(1, options.runs + 1):
             database = Path(scratch) / f"run{attempt}.db"
