@@ -123,7 +123,10 @@ def parsed_batches(
     position (a pipe: from what the stream has not buffered yet); nothing else
     may read it meanwhile. A file, which each child can read at its own offset,
     gets :data:`LANES` children taking turns at the batches; a pipe gets one.
-    Leaving the context stops the children.
+    A child parses its next batch only once the iterator has taken the one it
+    sent: the children keep at most a batch each ahead of the caller, so their
+    memory, their stage files and their claim on the cores stay bounded however
+    long the input. Leaving the context stops the children.
 
     ``stage_dir``: the children write each batch, postings included, to a stage
     file there (see :mod:`loopctl_memory.staging`) and send its path; for a
@@ -148,38 +151,61 @@ def parsed_batches(
             offset, lanes = stream.tell(), LANES
         else:  # pragma: no cover - every POSIX system has pread
             os.lseek(descriptor, stream.tell(), os.SEEK_SET)
+    children: list[subprocess.Popen[bytes]] = []
+    credits: list[int] = []  # a byte on a child's pipe: it may parse its next batch
+    try:
+        stage = str(stage_dir) if stage_dir else None
+        for lane in range(lanes):
+            where = f"lane={lane}, lanes={lanes}, offset={offset!r}"
+            child, give = _spawn(f"{int(batch_size)}, {stage!r}, {where}", descriptor)
+            children.append(child)
+            credits.append(give)
+        yield _received(children, credits)
+    finally:
+        _stop(children, credits)
+
+
+def _spawn(arguments: str, descriptor: int) -> tuple[subprocess.Popen[bytes], int]:
+    """A child running ``_child_main(arguments)`` on ``descriptor``, and its credits to write."""
     # -P: the working directory never shadows a module; the package's own directory
     # goes last on the path, for a parent that imported it from somewhere unusual.
     package_root = str(Path(__file__).resolve().parents[1])
-    children: list[subprocess.Popen[bytes]] = []
+    take, give = os.pipe()
+    # The collector is off from the start: a parser builds batches of tuples,
+    # never a cycle, and rescanning them (and its modules) was a fiftieth of its work.
+    program = (
+        f"import gc; gc.disable(); import sys; sys.path.append({package_root!r}); "
+        "from loopctl_memory.jsonl_batches import _child_main; "
+        f"_child_main({arguments}, credits={take})"
+    )
     try:
-        for lane in range(lanes):
-            # The collector is off from the start: a parser builds batches of tuples,
-            # never a cycle, and rescanning them (and its modules) was a fiftieth of its work.
-            program = (
-                f"import gc; gc.disable(); import sys; sys.path.append({package_root!r}); "
-                "from loopctl_memory.jsonl_batches import _child_main; "
-                f"_child_main({int(batch_size)}, {str(stage_dir) if stage_dir else None!r}, "
-                f"{lane}, {lanes}, {offset!r})"
-            )
-            children.append(
-                subprocess.Popen(  # noqa: S603 - our own interpreter and code, no shell
-                    [sys.executable, "-P", "-c", program],
-                    stdin=descriptor,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                )
-            )
-        yield _received(children)
+        child = subprocess.Popen(  # noqa: S603 - our own interpreter and code, no shell
+            [sys.executable, "-P", "-c", program],
+            stdin=descriptor,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(take,),
+        )
+    except BaseException:
+        os.close(give)
+        raise
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-        for child in children:
-            child.wait()
-            for pipe in (child.stdout, child.stderr):
-                if pipe is not None:
-                    pipe.close()
+        os.close(take)
+    return child, give
+
+
+def _stop(children: list[subprocess.Popen[bytes]], credits: list[int]) -> None:
+    """Stop the children, done or not, and close their pipes."""
+    for give in credits:
+        os.close(give)  # a child waiting for its next turn sees the end and stops
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+    for child in children:
+        child.wait()
+        for pipe in (child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def _descriptor(stream: IO[bytes]) -> int | None:
@@ -189,11 +215,18 @@ def _descriptor(stream: IO[bytes]) -> int | None:
         return None
 
 
-def _received(children: list[subprocess.Popen[bytes]]) -> Iterator[Batch]:
-    """The children's batches in order: batch ``n`` comes from child ``n`` modulo their number."""
+def _received(children: list[subprocess.Popen[bytes]], credits: list[int]) -> Iterator[Batch]:
+    """The children's batches in order: batch ``n`` comes from child ``n`` modulo their number.
+
+    Each batch taken lets its child parse the next one (a byte on ``credits``).
+    """
     for turn in itertools.count():
-        message = _message(children[turn % len(children)])
+        lane = turn % len(children)
+        message = _message(children[lane])
         kind = message[0]
+        if kind in ("batch", "staged"):
+            with contextlib.suppress(BrokenPipeError):  # it died: its next message says why
+                os.write(credits[lane], b"\x01")
         if kind == "batch":
             first, last, consumed, entries, tags, tokens, tag_values = message[1:]
             flat = FlatBatch(entries, tags, Postings(*tokens), Postings(*tag_values))
@@ -271,13 +304,17 @@ def _lines_at(descriptor: int, offset: int) -> Iterator[bytes]:
 def _child_main(
     batch_size: int,
     stage_dir: str | None = None,
+    *,
     lane: int = 0,
     lanes: int = 1,
     offset: int | None = None,
+    credits: int | None = None,
 ) -> None:
     """Parse standard input and send every batch of ``lane``, then ``end`` or the first error.
 
     ``offset``: standard input is a file, read from there with ``pread``.
+    ``credits``: a file descriptor to read a byte from after sending each batch,
+    before parsing the next; at its end (the importing process stopped) the child stops.
     """
     out = sys.stdout.buffer
     lines = sys.stdin.buffer if offset is None else _lines_at(sys.stdin.fileno(), offset)
@@ -291,6 +328,8 @@ def _child_main(
             else:
                 postings = (_fields(flat.token_postings()), _fields(flat.tag_postings()))
                 _send(out, ("batch", *lines_read, flat.entries, flat.tags, *postings))
+            if credits is not None and not os.read(credits, 1):
+                return
         _send(out, ("end",))
     except LineError as exc:
         _send(out, ("line", exc.number, exc.reason))

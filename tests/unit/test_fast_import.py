@@ -55,7 +55,15 @@ from loopctl_memory.flat import (
     unpack,
 )
 from loopctl_memory.jsonl import entry_from_json, entry_to_json, flat_from_json
-from loopctl_memory.jsonl_batches import LANES, Batch, LineError, parsed_batches, read_batches
+from loopctl_memory.jsonl_batches import (
+    LANES,
+    Batch,
+    LineError,
+    _message,
+    _spawn,
+    parsed_batches,
+    read_batches,
+)
 from loopctl_memory.sql import index
 
 Parsed = tuple[FlatEntry, list[str]]
@@ -686,6 +694,30 @@ def test_leaving_the_context_early_stops_the_child(tmp_path, children, leave):
         assert child.stdout.closed
         assert child.stderr is not None
         assert child.stderr.closed
+
+
+def test_a_child_parses_its_next_batch_only_once_the_last_is_taken(tmp_path):
+    path = write_lines(tmp_path / "in.jsonl", varied_lines(1_000, seed=4))
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    with path.open("rb") as stream:
+        child, credits = _spawn(f"100, {str(stage)!r}, offset=0", stream.fileno())
+    try:
+        first = _message(child)
+        assert ("staged", 1) == first[:2]
+        os.write(credits, b"\x01")  # taken: the child may parse the second batch
+        second = _message(child)
+        assert ("staged", first[2] + 1) == second[:2]
+    finally:
+        os.close(credits)  # the second is never taken: the child stops, parsing no third
+    assert 0 == child.wait()
+    assert child.stdout is not None
+    assert b"" == child.stdout.read()
+    staged = {f"lines-{first[1]}.db", f"lines-{second[1]}.db"}
+    assert staged == {path.name for path in stage.iterdir()}
+    for pipe in (child.stdout, child.stderr):
+        assert pipe is not None
+        pipe.close()
 
 
 def fake_interpreter(tmp_path: Path, body: str) -> str:
