@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -80,25 +80,19 @@ class Postings:
             ValueError: a seq would not fit in 63 bits.
 
         """
-        packed = rebased(self.offsets, base)
-        blobs: dict[str, bytes] = {}
-        begin = 0
-        for term, count in zip(self.terms, self.counts, strict=True):
-            end = begin + 8 * count
-            blobs[term] = packed[begin:end]
-            begin = end
-        return blobs
+        return {term: part for term, _, part in self._parts(rebased(self.offsets, base))}
 
     def rows(self) -> list[tuple[str, int, bytes]]:
         """(term, how many entries hold it, their indexes packed), in term order."""
-        rows = []
+        return sorted(self._parts(self.offsets))
+
+    def _parts(self, packed: bytes) -> Iterator[tuple[str, int, bytes]]:
+        """Each term, its count, and its part of ``packed`` (laid out as ``offsets``)."""
         begin = 0
         for term, count in zip(self.terms, self.counts, strict=True):
             end = begin + 8 * count
-            rows.append((term, count, self.offsets[begin:end]))
+            yield term, count, packed[begin:end]
             begin = end
-        rows.sort()
-        return rows
 
 
 def rebased(indexes: bytes, base: int) -> bytes:
