@@ -59,15 +59,16 @@ class _Vocabulary:
     term: str
     postings: Table
     term_id: str
+    staged: str
+    """Its terms' table in an attached stage file (see :mod:`loopctl_memory.staging`)."""
 
 
 _INDEX_TABLES = (tags, tokens, postings, tag_values, tag_postings)
 
-_STAGE_TABLES = {tokens.name: staging.TOKENS, tag_values.name: staging.TAG_VALUES}
-"""Each vocabulary's table in a stage file (see :mod:`loopctl_memory.staging`)."""
-
-TOKENS = _Vocabulary(tokens, "token", postings, "token_id")
-TAG_VALUES = _Vocabulary(tag_values, "value", tag_postings, "value_id")
+TOKENS = _Vocabulary(tokens, "token", postings, "token_id", f"{staging.ALIAS}.{staging.TOKENS}")
+TAG_VALUES = _Vocabulary(
+    tag_values, "value", tag_postings, "value_id", f"{staging.ALIAS}.{staging.TAG_VALUES}"
+)
 
 
 def watermark(connection: Connection) -> int:
@@ -266,8 +267,7 @@ def _add_staged_postings(
         newer = _staged_seqs(connection, vocabulary, base)
         _add_postings(connection, vocabulary, block, _joined(older, newer))
         return
-    table, term = vocabulary.terms.name, vocabulary.term
-    stage = f"{staging.ALIAS}.{_STAGE_TABLES[table]}"
+    table, term, stage = vocabulary.terms.name, vocabulary.term, vocabulary.staged
     # Only our own names are formatted in; block and base are parameters. "WHERE
     # true" tells SQLite's parser that ON begins the upsert, not a join.
     connection.exec_driver_sql(
@@ -285,8 +285,7 @@ def _add_staged_postings(
 
 def _staged_seqs(connection: Connection, vocabulary: _Vocabulary, base: int) -> dict[str, bytes]:
     """The attached stage's postings of this vocabulary: term -> seqs from ``base`` on, packed."""
-    stage = f"{staging.ALIAS}.{_STAGE_TABLES[vocabulary.terms.name]}"
-    rows = connection.exec_driver_sql(f"SELECT term, numbers FROM {stage}")  # noqa: S608
+    rows = connection.exec_driver_sql(f"SELECT term, numbers FROM {vocabulary.staged}")  # noqa: S608
     return {term: rebased(numbers, base) for term, numbers in rows}
 
 
