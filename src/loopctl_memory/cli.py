@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -26,7 +26,7 @@ import platformdirs
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
 from loopctl_memory.errors import InvalidEntryError, LoopMemoryError, SchemaError, StorageError
 from loopctl_memory.jsonl import entry_to_dict, entry_to_json
-from loopctl_memory.jsonl_batches import Batch, LineError, parsed_batches
+from loopctl_memory.jsonl_batches import Batches, LineError, parsed_batches
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -662,12 +662,14 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
     imported = 0
     first_line = 1
 
-    async def work(batches: Iterator[Batch], progress: Progress, size: int | None) -> None:
+    async def work(batches: Batches, progress: Progress, size: int | None) -> None:
         import asyncio  # here, not at the top: see _run
 
         nonlocal imported, first_line
         task = progress.add_task("importing", total=size, entries=0)
         async with _opened(settings, create=True) as store:
+            if stage_dir is not None:  # the parsers number the staged postings by seq
+                batches.start_at(await store.next_seq())
             # The next batch is parsed (by the parser processes, or in a thread) while
             # this one is written.
             parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))

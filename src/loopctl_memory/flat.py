@@ -82,9 +82,16 @@ class Postings:
         """
         return {term: part for term, _, part in self._parts(rebased(self.offsets, base))}
 
-    def rows(self) -> list[tuple[str, int, bytes]]:
-        """(term, how many entries hold it, their indexes packed), in term order."""
-        return sorted(self._parts(self.offsets))
+    def rows(self, origin: int = 0) -> list[tuple[str, int, bytes]]:
+        """(term, how many entries hold it, their numbers packed), in term order.
+
+        An entry's number is ``origin`` plus its index in the batch.
+
+        Raises:
+            ValueError: a number would not fit in 63 bits.
+
+        """
+        return sorted(self._parts(rebased(self.offsets, origin) if origin else self.offsets))
 
     def _parts(self, packed: bytes) -> Iterator[tuple[str, int, bytes]]:
         """Each term, its count, and its part of ``packed`` (laid out as ``offsets``)."""
@@ -95,23 +102,28 @@ class Postings:
             begin = end
 
 
-def rebased(indexes: bytes, base: int) -> bytes:
-    """Packed indexes (see :func:`pack`) as packed seqs: ``base`` added to each.
+def rebased(numbers: bytes, shift: int) -> bytes:
+    """Packed numbers (see :func:`pack`) with ``shift``, which may be negative, added to each.
 
     Raises:
-        ValueError: a seq would not fit in 63 bits.
+        ValueError: a result would be negative or not fit in 63 bits.
 
     """
-    if not 0 <= base < 2**63:
-        raise ValueError(f"seqs from {base} on do not fit in a signed 64-bit integer")
-    size = len(indexes)
-    # Adds base to every int64 at once: the buffer read as a single integer, plus base
-    # in each 8-byte lane. Indexes and base are below 2**63, so no lane carries into
-    # the next, and a seq beyond int64 shows as its lane's top bit.
-    each = int.from_bytes(base.to_bytes(8, "little") * (size // 8), "little")
-    packed = (int.from_bytes(indexes, "little") + each).to_bytes(size, "little")
+    failure = ValueError(f"numbers shifted by {shift} fall outside 0..2**63-1")
+    if not -(2**63) < shift < 2**63:
+        raise failure
+    size = len(numbers)
+    # Shifts every int64 at once: the buffer read as a single integer, plus or minus
+    # the shift in each 8-byte lane. While every lane stays within 0..2**63-1, none
+    # carries into the next or borrows from it; the first lane to leave that range
+    # shows as its top bit set, or, the last one, as a negative whole.
+    each = int.from_bytes(abs(shift).to_bytes(8, "little") * (size // 8), "little")
+    whole = int.from_bytes(numbers, "little") + (each if shift >= 0 else -each)
+    if whole < 0:
+        raise failure
+    packed = whole.to_bytes(size, "little")
     if not packed[7::8].isascii():  # a lane's top byte >= 0x80
-        raise ValueError(f"seqs from {base} on do not fit in a signed 64-bit integer")
+        raise failure
     return packed
 
 
@@ -122,6 +134,9 @@ class Staged:
     path: str
     entries: int
     """How many entries the file holds."""
+    origin: int = 0
+    """The number its postings give the batch's first entry (the next ones count on
+    from there): the seq the store was expected to give it, or 0."""
 
 
 @dataclass(slots=True)

@@ -8,8 +8,10 @@ back each :class:`Batch`, tokens included, while the importing process writes
 the previous one: two children taking turns at the batches of a file, which each
 reads at its own offset, or one for a pipe. For a SQLite store a child writes
 the batch's rows and postings to a stage file (:mod:`loopctl_memory.staging`)
-and sends its path. Otherwise the same batches are parsed in process. Either
-way the lines accepted, the batches and the errors are the same.
+and sends its path; told the seq the store will give the first entry, it
+numbers the postings by seq, so that the store copies them as they are.
+Otherwise the same batches are parsed in process. Either way the lines
+accepted, the batches and the errors are the same.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from loopctl_memory.staging import write_stage
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 _HEADER = 8  # bytes of a frame's length, little-endian
+_SEQ = 8  # bytes of the first seq on a credits pipe, little-endian
 
 
 @dataclass(slots=True)
@@ -107,6 +110,35 @@ def _finished(batch: Batch, tokens: bool) -> Batch:
     return batch
 
 
+class Batches(Iterator[Batch]):
+    """The batches of an input, in order, from :func:`parsed_batches`."""
+
+    def __init__(self, batches: Iterator[Batch], credits: list[int] | None = None) -> None:
+        self._batches = batches
+        self._credits = credits or []
+        self._told = False
+
+    def __next__(self) -> Batch:
+        if not self._told:
+            self.start_at(0)
+        return next(self._batches)
+
+    def start_at(self, seq: int) -> None:
+        """Tell the parsers the seq the store will give the first entry (0: not known).
+
+        Only before the first batch is taken: it is too late after (0 is assumed
+        then). A child numbers a staged batch's postings by the seqs its entries
+        would then get (:attr:`Staged.origin`); where that proves wrong (another
+        write came first), the store shifts them.
+        """
+        if self._told:
+            return
+        self._told = True
+        for give in self._credits:
+            with contextlib.suppress(BrokenPipeError):  # it died: its next message says why
+                os.write(give, seq.to_bytes(_SEQ, "little"))
+
+
 LANES = 2
 """Parser processes for an input that can be read at any offset: each parses every other batch."""
 
@@ -116,7 +148,7 @@ _CHUNK = 1 << 20  # bytes a child reads at a time from a file
 @contextlib.contextmanager
 def parsed_batches(
     stream: IO[bytes], batch_size: int, stage_dir: Path | None = None
-) -> Iterator[Iterator[Batch]]:
+) -> Iterator[Batches]:
     """The batches of ``stream``, parsed by child processes where they can help.
 
     The children read ``stream``'s file descriptor themselves, from the stream's
@@ -132,7 +164,8 @@ def parsed_batches(
     file there (see :mod:`loopctl_memory.staging`) and send its path; for a
     SQLite store, whose writer then binds no values. A batch whose ids repeat
     still comes as rows, for the store to refuse as usual; so do batches parsed
-    in this process. The caller removes the files.
+    in this process. The caller removes the files, and may tell the children
+    where the store's seqs start (:meth:`Batches.start_at`).
 
     Raises:
         LineError: (from the iterator) a line is not a valid entry.
@@ -141,7 +174,7 @@ def parsed_batches(
     """
     descriptor = _descriptor(stream)
     if descriptor is None or (os.cpu_count() or 1) < 2 or not sys.executable:
-        yield read_batches(stream, batch_size)
+        yield Batches(read_batches(stream, batch_size))
         return
     # Either way, what this process buffered is not lost to the children.
     offset: int | None = None
@@ -160,7 +193,7 @@ def parsed_batches(
             child, give = _spawn(f"{int(batch_size)}, {stage!r}, {where}", descriptor)
             children.append(child)
             credits.append(give)
-        yield _received(children, credits)
+        yield Batches(_received(children, credits), credits)
     finally:
         _stop(children, credits)
 
@@ -232,8 +265,9 @@ def _received(children: list[subprocess.Popen[bytes]], credits: list[int]) -> It
             flat = FlatBatch(entries, tags, Postings(*tokens), Postings(*tag_values))
             yield Batch(first, last, flat, consumed)
         elif kind == "staged":
-            first, last, consumed, path, count = message[1:]
-            yield Batch(first, last, FlatBatch([], [], staged=Staged(path, count)), consumed)
+            first, last, consumed, path, count, origin = message[1:]
+            flat = FlatBatch([], [], staged=Staged(path, count, origin))
+            yield Batch(first, last, flat, consumed)
         elif kind == "line":
             raise LineError(message[1], message[2])
         elif kind == "end":  # the child whose turn it is has no batch: there are no more
@@ -281,6 +315,17 @@ def _fields(postings: Postings) -> tuple[list[str], list[int], bytes]:
     return postings.terms, postings.counts, postings.offsets
 
 
+def _told_seq(credits: int) -> int | None:
+    """The first seq the importing process sends on ``credits``; None when it stopped first."""
+    told = b""
+    while len(told) < _SEQ:
+        part = os.read(credits, _SEQ - len(told))
+        if not part:
+            return None
+        told += part
+    return int.from_bytes(told, "little")
+
+
 def _lines_at(descriptor: int, offset: int) -> Iterator[bytes]:
     """The lines of a file from ``offset`` on, each with its newline.
 
@@ -313,18 +358,31 @@ def _child_main(
     """Parse standard input and send every batch of ``lane``, then ``end`` or the first error.
 
     ``offset``: standard input is a file, read from there with ``pread``.
-    ``credits``: a file descriptor to read a byte from after sending each batch,
-    before parsing the next; at its end (the importing process stopped) the child stops.
+    ``credits``: a file descriptor to read from once the first batch is parsed, the
+    seq the store will give the input's first entry (:meth:`Batches.start_at`), then
+    a byte after sending each batch, before parsing the next; at its end (the
+    importing process stopped) the child stops.
     """
     out = sys.stdout.buffer
     lines = sys.stdin.buffer if offset is None else _lines_at(sys.stdin.fileno(), offset)
+    first_seq = 0  # not told: a stage numbers its postings from 0
     try:
-        for batch in read_batches(lines, batch_size, tokens=True, lane=lane, lanes=lanes):
+        batches = read_batches(lines, batch_size, tokens=True, lane=lane, lanes=lanes)
+        for turn, batch in enumerate(batches):
+            if turn == 0 and credits is not None:
+                told = _told_seq(credits)
+                if told is None:
+                    return
+                first_seq = told
             flat = batch.entries
             lines_read = (batch.first_line, batch.last_line, batch.consumed)
             if stage_dir is not None and flat.has_unique_ids():
-                staged = write_stage(Path(stage_dir) / f"lines-{batch.first_line}.db", flat)
-                _send(out, ("staged", *lines_read, staged.path, staged.entries))
+                # Every batch before this one is full: its entries' seqs follow on from there.
+                before = (lane + turn * lanes) * batch_size
+                origin = first_seq + before if first_seq else 0
+                path = Path(stage_dir) / f"lines-{batch.first_line}.db"
+                staged = write_stage(path, flat, origin)
+                _send(out, ("staged", *lines_read, staged.path, staged.entries, staged.origin))
             else:
                 postings = (_fields(flat.token_postings()), _fields(flat.tag_postings()))
                 _send(out, ("batch", *lines_read, flat.entries, flat.tags, *postings))

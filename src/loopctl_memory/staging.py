@@ -51,8 +51,12 @@ PAGE_SIZE = 65_536
 """SQLite's largest page: a stage file of 25,000 entries is 10 MB, written and read whole."""
 
 
-def write_stage(path: Path, batch: FlatBatch) -> Staged:
-    """Write the batch's entries and tags to a new file at ``path``.
+def write_stage(path: Path, batch: FlatBatch, origin: int = 0) -> Staged:
+    """Write the batch's entries, tags and postings to a new file at ``path``.
+
+    ``origin``: the number the postings give the batch's first entry (see
+    :meth:`Postings.rows`); when it is the seq the store gives that entry, the
+    store copies the postings as they are.
 
     A scratch file: no journal and no sync, since it is read once, at once, and
     a crash loses nothing the store has acknowledged; large pages, for a tenth of
@@ -73,10 +77,10 @@ def write_stage(path: Path, batch: FlatBatch) -> Staged:
         connection.execute("BEGIN")
         _insert_all(connection, "entries", batch.entries, 1 + len(ENTRY_COLUMNS))
         _insert_all(connection, "tags", batch.tags, 1 + len(TAG_COLUMNS))
-        _insert_all(connection, TOKENS, batch.token_postings().rows(), len(TERM_COLUMNS))
-        _insert_all(connection, TAG_VALUES, batch.tag_postings().rows(), len(TERM_COLUMNS))
+        _insert_all(connection, TOKENS, batch.token_postings().rows(origin), len(TERM_COLUMNS))
+        _insert_all(connection, TAG_VALUES, batch.tag_postings().rows(origin), len(TERM_COLUMNS))
         connection.execute("COMMIT")
-    return Staged(str(path), len(batch))
+    return Staged(str(path), len(batch), origin)
 
 
 ROWS_PER_INSERT = 500

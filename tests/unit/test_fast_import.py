@@ -703,6 +703,7 @@ def test_a_child_parses_its_next_batch_only_once_the_last_is_taken(tmp_path):
     with path.open("rb") as stream:
         child, credits = _spawn(f"100, {str(stage)!r}, offset=0", stream.fileno())
     try:
+        os.write(credits, (0).to_bytes(8, "little"))  # the first seq, unknown
         first = _message(child)
         assert ("staged", 1) == first[:2]
         os.write(credits, b"\x01")  # taken: the child may parse the second batch
@@ -715,6 +716,22 @@ def test_a_child_parses_its_next_batch_only_once_the_last_is_taken(tmp_path):
     assert b"" == child.stdout.read()
     staged = {f"lines-{first[1]}.db", f"lines-{second[1]}.db"}
     assert staged == {path.name for path in stage.iterdir()}
+    for pipe in (child.stdout, child.stderr):
+        assert pipe is not None
+        pipe.close()
+
+
+def test_a_child_waits_to_be_told_the_first_seq_and_stops_untold(tmp_path):
+    path = write_lines(tmp_path / "in.jsonl", varied_lines(300, seed=4))
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    with path.open("rb") as stream:
+        child, credits = _spawn(f"100, {str(stage)!r}, offset=0", stream.fileno())
+    os.close(credits)  # the importing process stopped before it knew where seqs start
+    assert 0 == child.wait()
+    assert child.stdout is not None
+    assert b"" == child.stdout.read()  # not even its first batch
+    assert [] == list(stage.iterdir())
     for pipe in (child.stdout, child.stderr):
         assert pipe is not None
         pipe.close()
@@ -1006,20 +1023,34 @@ def test_postings_rows_give_each_term_its_count_and_packed_indexes_in_term_order
     assert ["a", "b", "x\x00y", "ä"] == [term for term, _, _ in rows]
     assert [(term, len(found), pack(found)) for term, found in sorted(by_term.items())] == rows
     assert [] == Postings.of({}).rows()
+    numbered = Postings.of(by_term).rows(origin=1_000)
+    want = [
+        (t, len(found), pack([1_000 + i for i in found])) for t, found in sorted(by_term.items())
+    ]
+    assert want == numbered
 
 
-@pytest.mark.parametrize("base", [0, 1, 2**32 - 1, 2**63 - 4])
-def test_rebased_adds_the_base_to_every_packed_index(base):
-    indexes = [0, 1, 3]
-    assert pack([base + index for index in indexes]) == rebased(pack(indexes), base)
-    assert b"" == rebased(b"", base)
+@pytest.mark.parametrize("shift", [0, 1, 2**32 - 1, 2**63 - 2**41, -1, -(2**32), -(2**40 - 2)])
+def test_rebased_adds_the_shift_to_every_packed_number(shift):
+    numbers = [2**40 - 2, 2**40, 2**40 + 3]  # a borrow from the next lane would show
+    assert pack([shift + number for number in numbers]) == rebased(pack(numbers), shift)
+    assert b"" == rebased(b"", shift)
 
 
-def test_rebased_refuses_seqs_beyond_63_bits():
-    with pytest.raises(ValueError, match="signed 64-bit"):
-        rebased(pack([0, 4]), 2**63 - 4)
-    with pytest.raises(ValueError, match="signed 64-bit"):
-        rebased(pack([0]), -1)
+@pytest.mark.parametrize(
+    ("numbers", "shift"),
+    [
+        pytest.param([0, 4], 2**63 - 4, id="the last beyond 63 bits"),
+        pytest.param([4, 0], 2**63 - 4, id="the first beyond 63 bits"),
+        pytest.param([5, 3], -4, id="the last below 0"),
+        pytest.param([3, 5], -4, id="the first below 0"),
+        pytest.param([0], -1, id="one below 0"),
+        pytest.param([0], 2**63, id="a shift beyond 63 bits"),
+    ],
+)
+def test_rebased_refuses_numbers_shifted_out_of_0_to_63_bits(numbers, shift):
+    with pytest.raises(ValueError, match="fall outside"):
+        rebased(pack(numbers), shift)
 
 
 def test_pack_writes_little_endian_int64s_and_refuses_wider_values():
@@ -1042,7 +1073,7 @@ def test_postings_seqs_refuse_seqs_beyond_63_bits():
     packed = Postings.of({"a": [0, 1]})
     assert {} == Postings.of({}).seqs(2**62)
     assert [2**63 - 2, 2**63 - 1] == unpack(packed.seqs(2**63 - 2)["a"]).tolist()
-    with pytest.raises(ValueError, match="signed 64-bit"):
+    with pytest.raises(ValueError, match="fall outside"):
         packed.seqs(2**63 - 1)
-    with pytest.raises(ValueError, match="signed 64-bit"):
+    with pytest.raises(ValueError, match="fall outside"):
         packed.seqs(-1)

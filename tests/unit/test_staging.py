@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import event
 
 from loopctl_memory import DuplicateEntryError, MemoryCategory, MemoryEntry, open_store, staging
 from loopctl_memory.cli import cli
 from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.jsonl import entry_to_json
-from loopctl_memory.jsonl_batches import parsed_batches, read_batches
+from loopctl_memory.jsonl_batches import Batches, parsed_batches, read_batches
+from loopctl_memory.sql.engine import REBASED
 from loopctl_memory.staging import ALIAS, write_stage
 from tests.unit.test_fast_import import (
     NEEDS_TWO_CORES,
@@ -52,9 +54,9 @@ def digest(path: Path) -> dict[str, str]:
     return found
 
 
-def staged_copy(batch: FlatBatch, path: Path) -> FlatBatch:
+def staged_copy(batch: FlatBatch, path: Path, origin: int = 0) -> FlatBatch:
     """The batch as the import's parser sends it: rows and postings in a stage file."""
-    return FlatBatch([], [], staged=write_stage(path, batch))
+    return FlatBatch([], [], staged=write_stage(path, batch, origin))
 
 
 def stage_terms(path: str | Path) -> tuple[list[Any], list[Any]]:
@@ -118,16 +120,26 @@ def test_staging_binds_no_more_values_a_statement_than_sqlite_allows():
         pytest.param((3_000,), id="left in the tail"),
     ],
 )
-async def test_a_staged_batch_is_stored_exactly_as_its_rows(tmp_path, sizes):
+@pytest.mark.parametrize(
+    "guess",
+    [
+        pytest.param(None, id="numbered from 0"),
+        pytest.param(0, id="numbered by seq"),
+        pytest.param(5, id="numbered from above its seqs"),
+        pytest.param(-1, id="numbered from below its seqs"),
+    ],
+)
+async def test_a_staged_batch_is_stored_exactly_as_its_rows(tmp_path, sizes, guess):
     made = index_entries()
     rows_path, staged_path = tmp_path / "rows.db", tmp_path / "staged.db"
     async with open_store(rows_path) as rows, open_store(staged_path) as staged:
         start = 0
         for number, size in enumerate(sizes):
             batch = flatten(made[start : start + size])
+            origin = 0 if guess is None else start + 1 + guess  # its first seq is start + 1
             start += size
             await rows.store_flat(batch)
-            await staged.store_flat(staged_copy(batch, tmp_path / f"{number}.db"))
+            await staged.store_flat(staged_copy(batch, tmp_path / f"{number}.db", origin))
         assert start == await staged.count()
         assert await search_all(rows) == await search_all(staged)
     assert digest(rows_path) == digest(staged_path)
@@ -170,6 +182,24 @@ async def test_a_staged_batch_after_a_tail_without_terms_is_stored_exactly_as_it
         assert [(1,)] == db.execute("SELECT DISTINCT block FROM postings").fetchall()
         assert (10_003,) == db.execute("SELECT indexed_through FROM index_state").fetchone()
     read_index(staged_path)
+
+
+async def test_a_staged_batch_numbered_by_its_seqs_is_copied_without_calling_python(tmp_path):
+    statements: list[str] = []
+    made = index_entries()[:20_000]
+    async with open_store(tmp_path / "memory.db") as store:
+
+        @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
+        def record(_connection: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            statements.append(statement)
+
+        await store.store_flat(staged_copy(flatten(made[:10_000]), tmp_path / "a.db", 1))
+        told = [statement for statement in statements if REBASED in statement]
+        await store.store_flat(staged_copy(flatten(made[10_000:]), tmp_path / "b.db", 10_002))
+        guessed_wrong = [statement for statement in statements if REBASED in statement]
+    assert [] == told
+    assert 2 == len(guessed_wrong)  # tokens and tags, shifted by SQLite calling rebased
+    read_index(tmp_path / "memory.db")
 
 
 def test_a_staged_batch_has_no_postings_to_compute(tmp_path):
@@ -231,6 +261,32 @@ def test_the_parser_stages_every_batch_but_one_whose_ids_repeat(tmp_path):
     assert len(received) - 1 == len(list(stage_dir.iterdir()))
 
 
+@NEEDS_TWO_CORES
+@pytest.mark.parametrize("first_seq", [None, 0, 1, 12_345])
+def test_the_parser_numbers_staged_postings_from_the_seq_it_is_told(tmp_path, first_seq):
+    lines = varied_lines(2_000, seed=6)  # blank lines too: batches count entries
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    stage_dir = tmp_path / "stage"
+    stage_dir.mkdir()
+    expected = list(read_batches(iter(lines), 300, tokens=True))
+    with source.open("rb") as stream, parsed_batches(stream, 300, stage_dir) as batches:
+        if first_seq is not None:
+            batches.start_at(first_seq)
+        received = list(batches)
+        batches.start_at(99)  # too late: nothing changes, nothing fails
+    assert len(expected) == len(received) > 4
+    before = 0
+    for want, got in zip(expected, received, strict=True):
+        staged = got.entries.staged
+        assert staged is not None
+        origin = first_seq + before if first_seq else 0
+        assert origin == staged.origin
+        tokens, tag_values = stage_terms(staged.path)
+        assert want.entries.token_postings().rows(origin) == tokens
+        assert want.entries.tag_postings().rows(origin) == tag_values
+        before += len(want.entries)
+
+
 @pytest.fixture
 def scratch(tmp_path, monkeypatch) -> Path:
     """The temporary directory the import stages its batches under."""
@@ -256,19 +312,41 @@ def test_an_import_leaves_no_stage_files(tmp_path, scratch, bad_line):
 
 
 @NEEDS_TWO_CORES
-def test_a_staged_import_matches_an_import_of_rows(tmp_path, scratch):
-    made = index_entries()[:12_000]
+@pytest.mark.parametrize("batch_size", [5_000, 10_000])
+@pytest.mark.parametrize("held", [0, 7], ids=["into an empty store", "after entries stored"])
+def test_a_staged_import_matches_an_import_of_rows(
+    tmp_path, scratch, monkeypatch, batch_size, held
+):
+    told: list[int] = []
+    tell = Batches.start_at
+
+    def start_at(self: Batches, seq: int) -> None:
+        told.append(seq)
+        tell(self, seq)
+
+    monkeypatch.setattr(Batches, "start_at", start_at)
+    made = index_entries()
+    imported, earlier = made[:21_000], made[21_000 : 21_000 + held]
     source = tmp_path / "in.jsonl"
-    source.write_bytes(b"".join(entry_to_json(e).encode() + b"\n" for e in made))
+    source.write_bytes(b"".join(entry_to_json(e).encode() + b"\n" for e in imported))
     staged_db, rows_db = tmp_path / "staged.db", tmp_path / "rows.db"
-    args = ["import", "--batch-size", "5000", str(source)]
+
+    async def store_earlier(path: Path) -> None:
+        async with open_store(path) as store:
+            await store.store_many(earlier)
+
+    asyncio.run(store_earlier(staged_db))
+    args = ["import", "--batch-size", str(batch_size), str(source)]
     result = CliRunner().invoke(cli, ["--db", str(staged_db), *args])
     assert 0 == result.exit_code, result.output
 
     async def store_rows() -> None:
         async with open_store(rows_db) as store:
-            for batch in read_batches(io.BytesIO(source.read_bytes()), 5_000):
+            await store.store_many(earlier)
+            for batch in read_batches(io.BytesIO(source.read_bytes()), batch_size):
                 await store.store_flat(batch.entries)
 
     asyncio.run(store_rows())
     assert digest(rows_db) == digest(staged_db)
+    read_index(staged_db)
+    assert [held + 1] == told  # the parsers numbered the postings by seq

@@ -135,6 +135,12 @@ async def insert_entries(connection: AsyncConnection, batch: FlatBatch) -> None:
         await connection.run_sync(index.index_tail, fresh)
 
 
+async def next_seq(connection: AsyncConnection) -> int:
+    """The seq the next stored entry gets, unless another write comes first."""
+    position = await connection.run_sync(index.write_position)
+    return position.next_seq
+
+
 async def _insert_rows(connection: AsyncConnection, batch: FlatBatch, first_seq: int) -> None:
     dialect = connection.dialect
     if dialect.name == "sqlite":  # SQLite takes the batch's tuples as they are

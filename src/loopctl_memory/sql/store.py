@@ -231,6 +231,13 @@ class SqlMemoryStore:
                 return
             after = batch[-1][0]
 
+    async def next_seq(self) -> int:
+        """The insertion number the next stored entry gets, unless another write comes first.
+
+        An import tells its parser processes (see :meth:`Batches.start_at`).
+        """
+        return await self._run("read the next insertion number", repository.next_seq, write=False)
+
     async def summary(self) -> Summary:
         """Count the entries: in all, by category, and in ten relevance bins."""
         return await self._run("summary", repository.summarise, write=False)
