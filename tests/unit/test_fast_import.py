@@ -696,12 +696,31 @@ def test_leaving_the_context_early_stops_the_child(tmp_path, children, leave):
         assert child.stderr.closed
 
 
-def test_a_child_parses_its_next_batch_only_once_the_last_is_taken(tmp_path):
-    path = write_lines(tmp_path / "in.jsonl", varied_lines(1_000, seed=4))
+def spawn_child(tmp_path: Path, lines: int) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """A child parsing a file of ``lines`` varied lines in staged batches of 100.
+
+    Returns the child, its credits to write and its stage directory.
+    """
+    path = write_lines(tmp_path / "in.jsonl", varied_lines(lines, seed=4))
     stage = tmp_path / "stage"
     stage.mkdir()
     with path.open("rb") as stream:
         child, credits = _spawn(f"100, {str(stage)!r}, offset=0", stream.fileno())
+    return child, credits, stage
+
+
+def assert_stopped_quietly(child: subprocess.Popen[bytes]) -> None:
+    """The child exits 0 without sending anything more; its pipes are closed after."""
+    assert 0 == child.wait()
+    assert child.stdout is not None
+    assert b"" == child.stdout.read()
+    for pipe in (child.stdout, child.stderr):
+        assert pipe is not None
+        pipe.close()
+
+
+def test_a_child_parses_its_next_batch_only_once_the_last_is_taken(tmp_path):
+    child, credits, stage = spawn_child(tmp_path, 1_000)
     try:
         os.write(credits, (0).to_bytes(8, "little"))  # the first seq, unknown
         first = _message(child)
@@ -711,30 +730,16 @@ def test_a_child_parses_its_next_batch_only_once_the_last_is_taken(tmp_path):
         assert ("staged", first[2] + 1) == second[:2]
     finally:
         os.close(credits)  # the second is never taken: the child stops, parsing no third
-    assert 0 == child.wait()
-    assert child.stdout is not None
-    assert b"" == child.stdout.read()
+    assert_stopped_quietly(child)
     staged = {f"lines-{first[1]}.db", f"lines-{second[1]}.db"}
     assert staged == {path.name for path in stage.iterdir()}
-    for pipe in (child.stdout, child.stderr):
-        assert pipe is not None
-        pipe.close()
 
 
 def test_a_child_waits_to_be_told_the_first_seq_and_stops_untold(tmp_path):
-    path = write_lines(tmp_path / "in.jsonl", varied_lines(300, seed=4))
-    stage = tmp_path / "stage"
-    stage.mkdir()
-    with path.open("rb") as stream:
-        child, credits = _spawn(f"100, {str(stage)!r}, offset=0", stream.fileno())
+    child, credits, stage = spawn_child(tmp_path, 300)
     os.close(credits)  # the importing process stopped before it knew where seqs start
-    assert 0 == child.wait()
-    assert child.stdout is not None
-    assert b"" == child.stdout.read()  # not even its first batch
+    assert_stopped_quietly(child)  # not even its first batch sent
     assert [] == list(stage.iterdir())
-    for pipe in (child.stdout, child.stderr):
-        assert pipe is not None
-        pipe.close()
 
 
 def fake_interpreter(tmp_path: Path, body: str) -> str:
