@@ -109,9 +109,8 @@ def rebased(numbers: bytes, shift: int) -> bytes:
         ValueError: a result would be negative or not fit in 63 bits.
 
     """
-    failure = ValueError(f"numbers shifted by {shift} fall outside 0..2**63-1")
     if not -(2**63) < shift < 2**63:
-        raise failure
+        raise _outside(shift)
     size = len(numbers)
     # Shifts every int64 at once: the buffer read as a single integer, plus or minus
     # the shift in each 8-byte lane. While every lane stays within 0..2**63-1, none
@@ -120,11 +119,16 @@ def rebased(numbers: bytes, shift: int) -> bytes:
     each = int.from_bytes(abs(shift).to_bytes(8, "little") * (size // 8), "little")
     whole = int.from_bytes(numbers, "little") + (each if shift >= 0 else -each)
     if whole < 0:
-        raise failure
+        raise _outside(shift)
     packed = whole.to_bytes(size, "little")
     if not packed[7::8].isascii():  # a lane's top byte >= 0x80
-        raise failure
+        raise _outside(shift)
     return packed
+
+
+def _outside(shift: int) -> ValueError:
+    # Built only to be raised: rebased runs once a term, as SQL, when a stage is shifted.
+    return ValueError(f"numbers shifted by {shift} fall outside 0..2**63-1")
 
 
 @dataclass(frozen=True, slots=True)
