@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv and install the package with its dev tools
 
 lint: $(STAMP) ## ruff (lint and format check) and mypy --strict
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks migrations
+	$(BIN)/ruff format --check src tests benchmarks migrations
 	$(BIN)/mypy
 
 test: lint ## Lint, type-check and run the whole test suite

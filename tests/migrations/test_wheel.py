@@ -1,4 +1,8 @@
-"""The migrations ship in the wheel and run from an installed package in any directory."""
+"""The migrations ship in the wheel and run from an installed package in any directory.
+
+They live at the repository's top level (``migrations/``); the wheel carries them as
+``loopctl_memory/migrations``.
+"""
 
 from __future__ import annotations
 
@@ -13,17 +17,23 @@ import pytest
 from loopctl_memory import migrate
 
 ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS = ROOT / "migrations"
 
 SCRIPT = """
 import asyncio, sys
 import loopctl_memory
-from loopctl_memory import MemoryCategory, MemoryEntry, open_store
+from loopctl_memory import MemoryCategory, MemoryEntry, migrate, open_store
 
 async def main():
     async with open_store("fresh.db") as store:
         await store.store(MemoryEntry(MemoryCategory.FACT, "from the wheel"))
+        async with store.engine.connect() as connection:
+            await connection.run_sync(migrate.upgrade_to, "0001")
+    async with open_store("fresh.db") as store:  # upgraded by every revision after 0001
         print(loopctl_memory.__file__)
-        print(await store.schema_revision(), await store.count())
+        print(migrate.script_location())
+        found = [entry.memory for entry in await store.retrieve("wheel", 5)]
+        print(await store.schema_revision(), await store.count(), *found)
 
 asyncio.run(main())
 """
@@ -42,10 +52,21 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_wheel_contains_the_migrations_and_type_marker(wheel):
-    names = set(zipfile.ZipFile(wheel).namelist())
-    assert "loopctl_memory/migrations/env.py" in names
-    assert "loopctl_memory/migrations/script.py.mako" in names
-    assert "loopctl_memory/migrations/versions/0001_entries_and_tags.py" in names
+    shipped = {  # hatchling leaves __pycache__ out
+        f"loopctl_memory/migrations/{path.relative_to(MIGRATIONS).as_posix()}": path.read_bytes()
+        for path in MIGRATIONS.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        assert {
+            name: archive.read(name)
+            for name in names
+            if name.startswith("loopctl_memory/migrations/")
+        } == shipped
+    assert "loopctl_memory/migrations/env.py" in shipped
+    assert "loopctl_memory/migrations/script.py.mako" in shipped
+    assert "loopctl_memory/migrations/versions/0001_entries_and_tags.py" in shipped
     assert "loopctl_memory/py.typed" in names
 
 
@@ -68,7 +89,8 @@ def test_an_installed_wheel_creates_and_migrates_a_database_from_another_directo
         text=True,
         check=True,
     )
-    location, status = done.stdout.splitlines()
+    location, scripts, status = done.stdout.splitlines()
     assert Path(location).is_relative_to(site)
-    assert f"{migrate.head()} 1" == status
+    assert site / "loopctl_memory" / "migrations" == Path(scripts)
+    assert f"{migrate.head()} 1 from the wheel" == status
     assert (elsewhere / "fresh.db").exists()
