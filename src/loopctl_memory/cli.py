@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import json
-import os
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -24,33 +21,20 @@ import click
 import platformdirs
 
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
-from loopctl_memory.errors import InvalidEntryError, LoopMemoryError, SchemaError, StorageError
-from loopctl_memory.jsonl import entry_to_dict, entry_to_json
-from loopctl_memory.jsonl_batches import Batches, LineError, parsed_batches
+from loopctl_memory.errors import LoopMemoryError, SchemaError, StorageError
+from loopctl_memory.jsonl import IMPORT_BATCH, entry_to_dict
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
-    from sqlalchemy import Connection
-
     from loopctl_memory.sql.engine import Target
     from loopctl_memory.sql.store import SqlMemoryStore
 
-# SQLAlchemy, alembic and rich load inside the commands that use them: `--help`
-# starts at once, and `import` starts its parser before the store's imports.
+# SQLAlchemy, alembic and rich load inside the commands that use them: `--help` starts at once.
 
 T = TypeVar("T")
 
 PROG = "loopctl-memory"
 DB_ENVVAR = "LOOPCTL_MEMORY_DB"
 """The environment variable naming the database when ``--db`` is not given."""
-
-IMPORT_BATCH = 25_000
-"""Lines stored per transaction by ``import``.
-
-Each commit writes every page the batch touched in the id index, whose keys are
-random: fewer, larger batches write them less often (a 1,000,000-line import
-took 35 s in batches of 10,000 and 28 s in batches of 25,000, for 60 MB more
-memory)."""
 
 _CATEGORIES = [category.value for category in MemoryCategory]
 
@@ -86,10 +70,7 @@ class _Settings:
 
     def sqlite_file(self) -> Path | None:
         """The SQLite file the database is, or None for ``:memory:`` and servers."""
-        resolved = self.resolved()
-        if resolved.is_sqlite and not resolved.is_memory:
-            return Path(str(resolved.url.database))
-        return None
+        return self.resolved().sqlite_file
 
     def locate(self, *, create: bool) -> str:
         """The target to open; for ``create``, make the default directory if needed.
@@ -100,9 +81,8 @@ class _Settings:
         """
         if self.db is None and create:
             default_database().parent.mkdir(parents=True, exist_ok=True)
-        resolved = self.resolved()
-        if resolved.is_sqlite and not resolved.is_memory:
-            file = Path(str(resolved.url.database))
+        file = self.sqlite_file()
+        if file is not None:
             if create and not file.parent.is_dir():
                 raise click.ClickException(
                     f"cannot create {file}: the directory {file.parent} does not exist; "
@@ -115,11 +95,6 @@ class _Settings:
                 )
         return self.target()
 
-    def names_a_server(self) -> bool:
-        """Whether the database is a server's (read from the text alone: nothing imported)."""
-        target = self.target()
-        return "://" in target and not target.startswith("sqlite")
-
     def is_memory(self) -> bool:
         """Whether the database is a throwaway ``:memory:`` one."""
         return self.db is not None and self.resolved().is_memory
@@ -127,24 +102,6 @@ class _Settings:
     def hint(self, error: StorageError) -> StorageError:
         """``error`` with where the database came from, so the user knows what to fix."""
         return StorageError(f"{error} (database from {self.source}; check it or pass --db)")
-
-
-async def _on_connection(target: str, work: Callable[[Connection], T]) -> T:
-    """Run ``work`` on a plain connection to ``target``: for migrations, never for entries."""
-    from loopctl_memory.sql.boundary import translate_errors
-    from loopctl_memory.sql.engine import create_engine, resolve_target
-    from loopctl_memory.sql.store import DEFAULT_BUSY_TIMEOUT
-
-    resolved = resolve_target(target)
-    action = f"open {resolved.describe()}"
-    with translate_errors(action):
-        engine = create_engine(resolved, busy_timeout=DEFAULT_BUSY_TIMEOUT)
-    try:
-        with translate_errors(action):
-            async with engine.connect() as connection:
-                return await connection.run_sync(work)
-    finally:
-        await engine.dispose()
 
 
 @contextlib.asynccontextmanager
@@ -157,32 +114,17 @@ async def _opened(settings: _Settings, *, create: bool) -> AsyncIterator[SqlMemo
     from loopctl_memory.sql.store import open_store
 
     target = settings.locate(create=create)
-    file = settings.sqlite_file()
     try:
-        if settings.is_memory() or (create and file is not None and not file.exists()):
-            store = await open_store(target)  # nothing there yet to upgrade
-        else:
-            store = await _open_existing(target, create=create)
+        store = await open_store(
+            target, migrate="create" if create or settings.is_memory() else False
+        )
     except StorageError as exc:
         raise settings.hint(exc) from exc
     async with store:
         yield store
 
 
-async def _open_existing(target: str, *, create: bool) -> SqlMemoryStore:
-    from loopctl_memory import migrate
-    from loopctl_memory.sql.store import open_store
-
-    try:
-        return await open_store(target, migrate=False)
-    except SchemaError:
-        if not create or await _on_connection(target, migrate.current) is not None:
-            raise
-    return await open_store(target, migrate=True)
-
-
 def _run(work: Coroutine[Any, Any, T]) -> T:
-    # Imported here: an import starts its parser processes before asyncio loads.
     import asyncio
 
     return asyncio.run(work)
@@ -296,18 +238,13 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
 def init(settings: _Settings) -> None:
     """Create the database, or bring its schema to the newest revision."""
     from loopctl_memory import migrate
-    from loopctl_memory.sql.store import open_store
 
-    async def work() -> tuple[str | None, str | None, str]:
-        target = settings.locate(create=True)
-        try:
-            before = None if settings.is_memory() else await _on_connection(target, migrate.current)
-            async with open_store(target) as store:
-                return before, await store.schema_revision(), store.target
-        except StorageError as exc:
-            raise settings.hint(exc) from exc
-
-    before, after, where = _run(work())
+    target = settings.locate(create=True)
+    try:
+        before, after = _run(migrate.migrate_to(target, "head"))
+    except StorageError as exc:
+        raise settings.hint(exc) from exc
+    where = settings.resolved().describe()
     if before is None:
         click.echo(f"Created {where} at schema revision {after}")
     elif before == after:
@@ -331,67 +268,45 @@ def init(settings: _Settings) -> None:
 @click.pass_obj
 def migrate_command(settings: _Settings, revision: str | None, list_only: bool, yes: bool) -> None:
     """Upgrade (or downgrade) the database schema, or list the revisions."""
-    if list_only:
-        if revision is not None:
-            raise click.UsageError(
-                "--list and --to do not go together", click.get_current_context()
-            )
-        _list_revisions(settings)
-        return
     from loopctl_memory import migrate
 
-    known = [script.revision for script in migrate.history()]
-    wanted = revision or "head"
-    if wanted not in (*known, "head", "base"):
-        raise click.BadParameter(
-            f"unknown revision {wanted!r}; known: base, {', '.join(known)}, head",
-            ctx=click.get_current_context(),
-            param_hint="'--to'",
-        )
-    target_revision = known[-1] if wanted == "head" else None if wanted == "base" else wanted
-
-    async def work() -> tuple[str | None, str | None]:
-        target = settings.locate(create=True)
-        try:
-            before = await _on_connection(target, migrate.current)
-            if _is_downgrade(known, before, target_revision) and not yes:
-                _confirm(
-                    f"Downgrade {settings.resolved().describe()} from {before} to "
-                    f"{target_revision or 'base'}? What the newer revisions hold is dropped."
-                )
-            after = await _on_connection(
-                target, lambda c: migrate.upgrade_to(c, target_revision or "base")
-            )
-        except StorageError as exc:
-            raise settings.hint(exc) from exc
-        return before, after
-
-    before, after = _run(work())
+    context = click.get_current_context()
+    if list_only:
+        if revision is not None:
+            raise click.UsageError("--list and --to do not go together", context)
+        _list_revisions(settings)
+        return
+    try:
+        wanted = migrate.resolve(revision or "head")
+    except SchemaError as exc:
+        raise click.BadParameter(str(exc), ctx=context, param_hint="'--to'") from None
+    target = settings.locate(create=True)
     where = settings.resolved().describe()
+    try:
+        if not yes:
+            now = _run(migrate.revision_of(target))
+            if migrate.is_downgrade(now, wanted):
+                _confirm(
+                    f"Downgrade {where} from {now} to {wanted or 'base'}? "
+                    "What the newer revisions hold is dropped."
+                )
+        before, after = _run(migrate.migrate_to(target, wanted or "base"))
+    except StorageError as exc:
+        raise settings.hint(exc) from exc
     if before == after:
         click.echo(f"{where} is already at schema revision {after or 'base'}")
     else:
         click.echo(f"Migrated {where} from schema revision {before or 'base'} to {after or 'base'}")
 
 
-def _is_downgrade(known: list[str], before: str | None, after: str | None) -> bool:
-    def position(revision: str | None) -> int:
-        return -1 if revision is None else known.index(revision)
-
-    if before is not None and before not in known:
-        return False  # an unknown revision: upgrade_to refuses it with the reason
-    return position(after) < position(before)
-
-
 def _list_revisions(settings: _Settings) -> None:
     from loopctl_memory import migrate
     from loopctl_memory.views import console, revisions_table
 
-    target = settings.target()
     file = settings.sqlite_file()
     missing = file is not None and not file.exists()
     try:
-        current = None if missing else _run(_on_connection(target, migrate.current))
+        current = None if missing else _run(migrate.revision_of(settings.target()))
     except StorageError as exc:
         raise settings.hint(exc) from exc
     head = migrate.head()
@@ -601,38 +516,22 @@ def stats(settings: _Settings, as_json: bool) -> None:
 @click.pass_obj
 def export_command(settings: _Settings, output: Path | None) -> None:
     """Write every memory as JSON Lines, one entry a line, in the order they were stored."""
+    from loopctl_memory.jsonl import export_jsonl
 
-    async def write(stream: IO[bytes]) -> int:
-        written = 0
-        async with _opened(settings, create=False) as store:
-            chunk: list[bytes] = []
-            async for entry in store.iter_entries(batch_size=IMPORT_BATCH):
-                chunk.append(entry_to_json(entry).encode() + b"\n")
-                if len(chunk) >= IMPORT_BATCH:
-                    stream.write(b"".join(chunk))
-                    written += len(chunk)
-                    chunk.clear()
-            stream.write(b"".join(chunk))
-            return written + len(chunk)
-
-    if output is None:
-        _run(write(sys.stdout.buffer))
-        sys.stdout.buffer.flush()
-        return
-    if not output.parent.is_dir():
+    if output is not None and not output.parent.is_dir():
         raise click.ClickException(
             f"cannot write {output}: the directory {output.parent} does not exist"
         )
-    # Written next to the target and renamed: a failed export never leaves half a file.
-    partial = output.with_name(f".{output.name}.partial")
-    try:
-        with partial.open("wb") as stream:
-            written = _run(write(stream))
-        partial.replace(output)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    click.echo(f"Exported {written} entries to {output}")
+
+    async def work() -> int:
+        async with _opened(settings, create=False) as store:
+            return await export_jsonl(store, sys.stdout.buffer if output is None else output)
+
+    written = _run(work())
+    if output is None:
+        sys.stdout.buffer.flush()
+    else:
+        click.echo(f"Exported {written} entries to {output}")
 
 
 @cli.command(
@@ -658,106 +557,47 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
     Each batch of lines is one transaction: a bad line stops the import before
     its batch is stored, and the error names the line.
     """
-    name = "standard input" if str(file) == "-" else str(file)
-    imported = 0
-    first_line = 1
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    async def work(batches: Batches, progress: Progress, size: int | None) -> None:
-        import asyncio  # here, not at the top: see _run
+    from loopctl_memory.jsonl import ImportFailedError, import_jsonl
+    from loopctl_memory.views import console
 
-        nonlocal imported, first_line
-        task = progress.add_task("importing", total=size, entries=0)
+    piped = str(file) == "-"
+    name = "standard input" if piped else str(file)
+    err = console(stderr=True)
+    bar = Progress(
+        TextColumn("importing {task.fields[entries]} entries"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=not err.is_terminal,
+    )
+    task = bar.add_task("importing", total=None if piped else file.stat().st_size, entries=0)
+
+    def advance(stored: int, consumed: int) -> None:
+        bar.update(task, advance=consumed, entries=stored)
+
+    async def work() -> int:
         async with _opened(settings, create=True) as store:
-            if stage_dir is not None:  # the parsers number the staged postings by seq
-                batches.start_at(await store.next_seq())
-            # The next batch is parsed (by the parser processes, or in a thread) while
-            # this one is written.
-            parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
-            try:
-                while (batch := await parsing) is not None:
-                    parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
-                    first_line = batch.first_line
-                    try:
-                        await store.store_flat(batch.entries)
-                    except LoopMemoryError as exc:
-                        advice = _import_advice(file, imported, first_line)
-                        raise type(exc)(
-                            f"{name} lines {first_line}-{batch.last_line}: {exc}; {advice}"
-                        ) from exc
-                    finally:
-                        # Done with, stored or not (the directory goes at the end anyway).
-                        if batch.entries.staged is not None:
-                            with contextlib.suppress(OSError):
-                                os.unlink(batch.entries.staged.path)
-                    imported += len(batch.entries)
-                    first_line = batch.last_line + 1
-                    progress.update(task, advance=batch.consumed, entries=imported)
-            finally:
-                # A failed write leaves the next parse running: let it finish before
-                # the input closes, and drop its result.
-                await asyncio.wait((parsing,))
-                if not parsing.cancelled():
-                    parsing.exception()
+            source = sys.stdin.buffer if piped else file
+            report = await import_jsonl(store, source, batch_size=batch_size, on_progress=advance)
+            return report.entries
 
-    with contextlib.ExitStack() as stack:
-        stream = sys.stdin.buffer if str(file) == "-" else stack.enter_context(file.open("rb"))
-        # A SQLite store copies each batch from a file the parser wrote, binding nothing.
-        stage_dir = None
-        if not settings.names_a_server():
-            stage_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"{PROG}-")))
-        # The parser starts first: its process boots and parses while this one loads
-        # rich and the store and opens the database.
-        batches = stack.enter_context(parsed_batches(stream, batch_size, stage_dir))
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        from loopctl_memory.views import console
-
-        err = console(stderr=True)
-        progress = stack.enter_context(
-            Progress(
-                TextColumn("importing {task.fields[entries]} entries"),
-                BarColumn(),
-                DownloadColumn(),
-                TimeRemainingColumn(),
-                console=err,
-                disable=not err.is_terminal,
-            )
-        )
-        try:
-            _run(work(batches, progress, None if str(file) == "-" else file.stat().st_size))
-        except LineError as exc:
-            advice = _import_advice(file, imported, first_line)
-            raise InvalidEntryError(f"{name} line {exc.number}: {exc.reason}; {advice}") from exc
+    try:
+        with bar:
+            imported = _run(work())
+    except ImportFailedError as exc:
+        if not exc.imported:
+            advice = "fix the input and import it again"
+        elif piped:
+            advice = f"fix the input and import its lines from {exc.resume_line} on"
+        else:
+            advice = f"fix the file, then `tail -n +{exc.resume_line} {file} | {PROG} import -`"
+        raise click.ClickException(_one_line(f"{name} {exc}: {advice}")) from exc
     click.echo(f"Imported {imported} entries from {name}")
-
-
-def _import_advice(file: Path, imported: int, first_line: int) -> str:
-    """What to do after a failed import, given what was stored before it failed."""
-    if imported == 0:
-        return "nothing was imported: fix the input and import it again"
-    done = f"the {imported} entries before line {first_line} were imported, none from it on"
-    if str(file) == "-":
-        return f"{done}: fix the input and import its lines from {first_line} on"
-    return f"{done}: fix the file, then `tail -n +{first_line} {file} | {PROG} import -`"
 
 
 def main() -> None:
     """Run the command line (the ``loopctl-memory`` script and ``python -m loopctl_memory``)."""
-    # A command is one short process, and its collector only rescans the modules it
-    # loads (a sixth of their load time) for cycles that are not there: reference
-    # counting frees what a command allocates. What is left at exit stays about a
-    # thousand objects however much a command does (1,056 after importing 100,000
-    # lines, 1,092 after 1,000,000, 2,173 after exporting 1,000,000).
-    gc.disable()
-    try:
-        cli(prog_name=PROG)
-    finally:
-        # The process ends here. Its stores are closed; without this, the collector
-        # sweeps every object the imports made, a tenth of a second for nothing.
-        gc.freeze()
+    cli(prog_name=PROG)

@@ -8,20 +8,41 @@ A line is a JSON object with exactly these keys, in this order::
 ``relevance`` is written as Python's shortest repr of the float, which reads back
 to the same float; ``created_at`` is ISO 8601 in UTC with microseconds; text is
 UTF-8 rather than ASCII escapes; there is no whitespace between tokens.
+
+:func:`export_jsonl` writes a store's entries in insertion order;
+:func:`import_jsonl` stores a file's, a batch a transaction.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, check_entry
-from loopctl_memory.errors import InvalidEntryError
-from loopctl_memory.flat import EPOCH, MICROSECOND, FlatEntry, flat_entry
+from loopctl_memory.errors import InvalidEntryError, LoopMemoryError
+from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, FlatEntry, flat_entry
+
+if TYPE_CHECKING:
+    from loopctl_memory.sql.store import SqlMemoryStore
+
+IMPORT_BATCH = 25_000
+"""Lines stored per transaction by :func:`import_jsonl` unless told otherwise.
+
+Each commit writes every page the batch touched in the id index, whose keys are
+random: fewer, larger batches write them less often."""
+
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 FIELDS = (
     "id",
@@ -240,3 +261,198 @@ def _json_kind(value: object) -> str:
     if isinstance(value, list):
         return "an array"
     return "an object"
+
+
+# --- batches of lines ---------------------------------------------------------------
+
+
+class LineError(InvalidEntryError):
+    """A line of the input is not a valid entry; ``number`` is its line number (from 1)."""
+
+    def __init__(self, number: int, reason: str) -> None:
+        super().__init__(f"line {number}: {reason}")
+        self.number = number
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class Batch:
+    """Parsed lines ``first_line..last_line`` (from 1) and the bytes they took."""
+
+    first_line: int
+    last_line: int
+    entries: FlatBatch
+    consumed: int
+
+
+def read_batches(lines: Iterable[bytes], batch_size: int) -> Iterator[Batch]:
+    """Parse lines into batches of ``batch_size`` entries.
+
+    Blank lines are skipped and a UTF-8 byte order mark before the first line is
+    ignored; trailing blank lines end the last batch (or make one of no entries).
+
+    Raises:
+        LineError: a line is not a valid entry; its batch is not yielded.
+
+    """
+    flat = FlatBatch([], [])
+    first = 1
+    consumed = 0
+    number = 0
+    for number, raw in enumerate(lines, start=1):
+        consumed += len(raw)
+        if number == 1 and raw.startswith(_UTF8_BOM):
+            raw = raw[len(_UTF8_BOM) :]  # noqa: PLW2901 - the BOM is not part of the line
+        if not raw or raw.isspace():
+            continue
+        try:
+            entry, tags = flat_from_json(raw)
+        except InvalidEntryError as exc:
+            raise LineError(number, str(exc)) from None
+        flat.add(entry, tags)
+        if len(flat) == batch_size:
+            yield Batch(first, number, flat, consumed)
+            flat = FlatBatch([], [])
+            first = number + 1
+            consumed = 0
+    if len(flat) or consumed:
+        yield Batch(first, number, flat, consumed)
+
+
+# --- import and export ----------------------------------------------------------------
+
+
+class ImportFailedError(LoopMemoryError):
+    """An import stopped at a bad line or a refused batch; the batches before it are stored.
+
+    The error that stopped it (a :class:`LineError`, a ``DuplicateEntryError``,
+    a ``StorageError``) is chained as ``__cause__``.
+
+    Attributes:
+        lines: the bad line, or the first and last lines of the refused batch.
+        resume_line: the first line not stored: where a corrected import resumes.
+        imported: the entries stored before it.
+
+    """
+
+    def __init__(
+        self, lines: tuple[int, int] | int, resume_line: int, imported: int, reason: str
+    ) -> None:
+        where = f"lines {lines[0]}-{lines[1]}" if isinstance(lines, tuple) else f"line {lines}"
+        done = "nothing was imported"
+        if imported:
+            done = f"the {imported} entries before line {resume_line} were imported"
+            done += ", none from it on"
+        super().__init__(f"{where}: {reason}; {done}")
+        self.lines = lines
+        self.resume_line = resume_line
+        self.imported = imported
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What :func:`import_jsonl` stored."""
+
+    entries: int
+    batches: int
+    elapsed: float
+    """Seconds, from the first line read to the last batch committed."""
+
+
+Progress = Callable[[int, int], None]
+"""Called after each stored batch with the entries stored so far and the bytes read."""
+
+
+async def import_jsonl(
+    store: SqlMemoryStore,
+    source: str | os.PathLike[str] | IO[bytes],
+    *,
+    batch_size: int = IMPORT_BATCH,
+    on_progress: Progress | None = None,
+) -> ImportReport:
+    """Store every entry of a JSON Lines file or binary stream, as :func:`export_jsonl` writes.
+
+    Every line is validated; each batch of ``batch_size`` lines is one
+    transaction, so a bad line stops the import before its batch is stored,
+    and the batches before it stay. While a batch is written, the next one is
+    parsed in a thread.
+
+    Raises:
+        ImportFailedError: a line is not a valid entry, or a batch was refused (an
+            id already stored, or the database failed); what was stored before is
+            kept and counted.
+        InvalidEntryError: ``batch_size`` is not a positive int.
+        OSError: the source cannot be read.
+
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidEntryError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    with contextlib.ExitStack() as stack:
+        if isinstance(source, str | os.PathLike):
+            # Opening is instant; the reads happen in the parsing thread.
+            stream: IO[bytes] = stack.enter_context(Path(source).open("rb"))  # noqa: ASYNC230
+        else:
+            stream = source
+        started = time.perf_counter()
+        batches = read_batches(stream, batch_size)
+        stored = count = 0
+        resume_line = 1
+        # The next batch is parsed in a thread while this one is written.
+        parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+        try:
+            while (batch := await parsing) is not None:
+                parsing = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+                try:
+                    await store.store_flat(batch.entries)
+                except LoopMemoryError as exc:
+                    lines = (batch.first_line, batch.last_line)
+                    raise ImportFailedError(lines, resume_line, stored, str(exc)) from exc
+                stored += len(batch.entries)
+                count += 1
+                resume_line = batch.last_line + 1
+                if on_progress is not None:
+                    on_progress(stored, batch.consumed)
+        except LineError as exc:
+            raise ImportFailedError(exc.number, resume_line, stored, exc.reason) from exc
+        finally:
+            # A failed write leaves the next parse running: let it end before the input
+            # closes, and drop its result.
+            await asyncio.wait((parsing,))
+            if not parsing.cancelled():
+                parsing.exception()
+    return ImportReport(stored, count, time.perf_counter() - started)
+
+
+async def export_jsonl(
+    store: SqlMemoryStore, target: str | os.PathLike[str] | IO[bytes], *, batch_size: int = 10_000
+) -> int:
+    """Write every entry of ``store`` as JSON Lines, in insertion order; return how many.
+
+    A path is written next to itself and renamed when complete, so a failed
+    export never leaves half a file; a stream is written as it goes.
+    """
+    if not isinstance(target, str | os.PathLike):
+        return await _write_entries(store, target, batch_size)
+    path = Path(target)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with partial.open("wb") as stream:
+            written = await _write_entries(store, stream, batch_size)
+        partial.replace(path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return written
+
+
+async def _write_entries(store: SqlMemoryStore, stream: IO[bytes], batch_size: int) -> int:
+    written = 0
+    chunk: list[bytes] = []
+    async for entry in store.iter_entries(batch_size=batch_size):
+        chunk.append(entry_to_json(entry).encode() + b"\n")
+        if len(chunk) >= batch_size:
+            stream.write(b"".join(chunk))
+            written += len(chunk)
+            chunk.clear()
+    stream.write(b"".join(chunk))
+    return written + len(chunk)

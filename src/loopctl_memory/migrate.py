@@ -12,10 +12,12 @@ listings and the drift check do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -30,14 +32,28 @@ from sqlalchemy import (
 )
 
 from loopctl_memory.errors import SchemaError
-from loopctl_memory.sql.engine import outside_transaction, transaction_options
+from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import index_state, metadata
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-SCRIPT_LOCATION = "loopctl_memory:migrations"
+
+def script_location() -> Path:
+    """The migration scripts: ``migrations`` beside this package if there, else the repository's.
+
+    A wheel ships them inside the package (``loopctl_memory/migrations``); an editable
+    install runs the package from ``src/``, and they stay at the repository's top level.
+    (Tested by env.py, not the directory: a checkout from before the move may keep an
+    untracked ``src/loopctl_memory/migrations/__pycache__``.)
+    """
+    package = Path(__file__).resolve().parent
+    shipped = package / "migrations"
+    return shipped if (shipped / "env.py").is_file() else package.parents[1] / "migrations"
+
 
 HEAD_REVISION = "0003"
 """The newest migration; a test checks it against the migration scripts."""
@@ -64,7 +80,8 @@ def _config(connection: Connection | None = None) -> Config:
     from alembic.config import Config
 
     config = Config()
-    config.set_main_option("script_location", SCRIPT_LOCATION)
+    # A path, not package:resource; the ini value interpolates %, so a literal one is %%.
+    config.set_main_option("script_location", str(script_location()).replace("%", "%%"))
     if connection is not None:
         config.attributes["connection"] = connection
     return config
@@ -102,8 +119,12 @@ def current(connection: Connection) -> str | None:
         return _stored_revision(connection)
 
 
-def ensure_schema(connection: Connection, *, upgrade: bool) -> str:
+def ensure_schema(connection: Connection, *, upgrade: bool, create: bool | None = None) -> str:
     """Make sure the database is at head, creating or upgrading it when ``upgrade`` is true.
+
+    ``create`` (default: as ``upgrade``): create the schema in a database without
+    one; with ``create=True, upgrade=False`` a new database is created but an
+    existing older one is never upgraded behind its owner's back.
 
     A database at head costs one read, without the write lock. A new one (no tables of
     ours) is created from the table definitions and stamped at head in one
@@ -121,12 +142,13 @@ def ensure_schema(connection: Connection, *, upgrade: bool) -> str:
     with _transaction(connection, write=False):
         if _stored_revision(connection) == HEAD_REVISION:
             return HEAD_REVISION
-    with _foreign_keys_off(connection), _transaction(connection, write=True):
+    with backend_of(connection).migrating(connection), _transaction(connection, write=True):
         # Read again under the write lock: another process may have just created it.
         revision = _checked_revision(connection)
         if revision == HEAD_REVISION:
             return HEAD_REVISION
-        if not upgrade:
+        creating = revision is None and create is not None
+        if not (create if creating else upgrade):
             where = f"at revision {revision}" if revision else "not initialised"
             raise SchemaError(
                 f"the database is {where}; this version needs {HEAD_REVISION}: "
@@ -141,7 +163,7 @@ def ensure_schema(connection: Connection, *, upgrade: bool) -> str:
 
 def upgrade_to(connection: Connection, revision: str = "head") -> str | None:
     """Upgrade or downgrade the database to ``revision`` ("head", "base" or an id)."""
-    with _foreign_keys_off(connection), _transaction(connection, write=True):
+    with backend_of(connection).migrating(connection), _transaction(connection, write=True):
         now = _checked_revision(connection)
         target = None if revision == "base" else _scripts().get_revision(revision)
         target_id = target.revision if target is not None else None
@@ -224,30 +246,89 @@ def _run_alembic(connection: Connection, action: Literal["upgrade", "downgrade"]
 @contextmanager
 def _transaction(connection: Connection, *, write: bool) -> Iterator[None]:
     """One transaction: commit on success, roll back on any exception."""
+    backend = backend_of(connection)
     if write:
-        connection.execution_options(**transaction_options(connection, write=True))
+        connection.execution_options(**backend.begin_options(write=True))
     try:
         with connection.begin():
             yield
     finally:
         if write:
-            connection.execution_options(**transaction_options(connection, write=False))
+            connection.execution_options(**backend.begin_options(write=False))
 
 
-@contextmanager
-def _foreign_keys_off(connection: Connection) -> Iterator[None]:
-    """On SQLite, turn foreign keys off around a migration, outside any transaction.
+# --- on a target, for tools such as the command line ----------------------------------
 
-    A batch migration rebuilds a table; with foreign keys on, dropping the old
-    parent table would cascade-delete every child row. env.py runs
-    ``PRAGMA foreign_key_check`` before committing instead.
-    """
-    if connection.dialect.name != "sqlite":
-        yield
-        return
-    # Inside a transaction SQLite would ignore the pragma.
-    outside_transaction(connection, "PRAGMA foreign_keys=OFF")
+
+async def _on_target(target: str | os.PathLike[str], work: Callable[[Connection], T]) -> T:
+    """Run ``work`` on a plain connection to ``target``: for migrations, never for entries."""
+    from loopctl_memory.sql.boundary import translate_errors
+    from loopctl_memory.sql.engine import create_engine, resolve_target
+
+    resolved = resolve_target(target)
+    action = f"open {resolved.describe()}"
+    with translate_errors(action):
+        engine = create_engine(resolved, busy_timeout=5.0)
     try:
-        yield
+        with translate_errors(action):
+            async with engine.connect() as connection:
+                return await connection.run_sync(work)
     finally:
-        outside_transaction(connection, "PRAGMA foreign_keys=ON")
+        await engine.dispose()
+
+
+async def revision_of(target: str | os.PathLike[str]) -> str | None:
+    """The revision the database at ``target`` is at; None if it has no schema (or is new).
+
+    Raises:
+        StorageError: the database cannot be read.
+
+    """
+    return await _on_target(target, current)
+
+
+def resolve(revision: str) -> str | None:
+    """A revision as :func:`migrate_to` takes it: an id, "head" or "base" (None).
+
+    Raises:
+        SchemaError: no such revision.
+
+    """
+    known = [script.revision for script in history()]
+    if revision == "head":
+        return known[-1]
+    if revision == "base":
+        return None
+    if revision not in known:
+        raise SchemaError(f"unknown revision {revision!r}; known: base, {', '.join(known)}, head")
+    return revision
+
+
+def is_downgrade(before: str | None, after: str | None) -> bool:
+    """Whether going from ``before`` to ``after`` (both known, None for base) drops revisions."""
+    known = [script.revision for script in history()]
+
+    def position(revision: str | None) -> int:
+        return known.index(revision) if revision in known else -1
+
+    if before is not None and before not in known:
+        return False  # an unknown revision: migrate_to refuses it with the reason
+    return position(after) < position(before)
+
+
+async def migrate_to(
+    target: str | os.PathLike[str], revision: str = "head"
+) -> tuple[str | None, str | None]:
+    """Upgrade or downgrade the database at ``target``; return the revisions before and after.
+
+    Raises:
+        SchemaError: an unknown revision, or a database that is not ours.
+        StorageError: the database cannot be opened or written.
+
+    """
+    wanted = resolve(revision)
+
+    def work(connection: Connection) -> tuple[str | None, str | None]:
+        return current(connection), upgrade_to(connection, wanted or "base")
+
+    return await _on_target(target, work)

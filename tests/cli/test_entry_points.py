@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import pty
@@ -16,7 +15,6 @@ from typing import Any
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, __version__
-from loopctl_memory.cli import main
 from loopctl_memory.jsonl import entry_to_json
 
 SCRIPT = shutil.which("loopctl-memory", path=str(Path(sys.executable).parent))
@@ -102,17 +100,6 @@ def test_help_loads_neither_sqlalchemy_nor_rich():
     result = run([sys.executable, "-c", script])
     assert "[]" == result.stderr.strip()
     assert "Usage: loopctl-memory" in result.stdout
-
-
-def test_the_script_freezes_what_it_allocated_before_exiting(monkeypatch):
-    """No collection sweeps the imports at exit (a tenth of a second of every command)."""
-    monkeypatch.setattr(sys, "argv", ["loopctl-memory", "--version"])
-    try:
-        with pytest.raises(SystemExit):
-            main()
-        assert gc.get_freeze_count() > 0
-    finally:
-        gc.unfreeze()
 
 
 def _read_all(descriptor: int) -> bytes:

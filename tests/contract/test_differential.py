@@ -12,7 +12,7 @@ LIKE wildcards, quotes and SQL fragments, NUL characters, tags that contain a
 whole query, relevances on a 0.05 grid and around the prune threshold.
 Some checks run between two writes (after the store has learned about some
 words), and about half the examples shrink the SQL search's thresholds
-(``index.TAIL_LIMIT``, ``search.SELECTIVE_MAX``, ``search.FIRST_CHUNK``) so that
+(the store's ``Tuning``: ``tail_limit``, ``selective_max``, ``first_chunk``) so that
 a handful of entries already go through the token index, dense words and the
 relevance walk.
 
@@ -38,7 +38,7 @@ import sys
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -55,7 +55,7 @@ from loopctl_memory import (
     migrate,
     open_store,
 )
-from loopctl_memory.sql import index, search
+from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import NEEDS_POSTGRES, POSTGRES_URL_VARIABLE
 
 AnyStore = InMemoryStore | SqlMemoryStore
@@ -341,39 +341,12 @@ _UUID = st.uuids()
 _EARLIER = st.sampled_from((0, 0, 0, 1, 2, 3))
 
 
-@dataclasses.dataclass(frozen=True)
-class Knobs:
-    """The SQL search's thresholds (see loopctl_memory.sql.index and .search)."""
-
-    tail_limit: int  # a write that leaves this many entries unindexed indexes them
-    selective_max: int  # a word held by more entries than this is walked, not enumerated
-    first_chunk: int  # rows the walk reads first
-
-
 _KNOBS = st.builds(
-    Knobs,
+    Tuning,
     st.sampled_from((1, 2, 3, 5, 8)),
     st.sampled_from((0, 1, 2, 5)),
     st.sampled_from((1, 2, 3)),
 )
-
-
-@contextlib.contextmanager
-def search_thresholds(knobs: Knobs | None) -> Iterator[None]:
-    """Shrink the SQL search's thresholds for the block (if ``knobs``), then restore them."""
-    if knobs is None:
-        yield
-        return
-    saved = index.TAIL_LIMIT, search.SELECTIVE_MAX, search.FIRST_CHUNK
-    index.TAIL_LIMIT, search.SELECTIVE_MAX, search.FIRST_CHUNK = (
-        knobs.tail_limit,
-        knobs.selective_max,
-        knobs.first_chunk,
-    )
-    try:
-        yield
-    finally:
-        index.TAIL_LIMIT, search.SELECTIVE_MAX, search.FIRST_CHUNK = saved
 
 
 class _Drawer:
@@ -496,7 +469,7 @@ class Scenario:
     checks: list[tuple[str, int]]
     after: list[int]
     late: list[MemoryEntry]
-    knobs: Knobs | None
+    knobs: Tuning | None
 
 
 @st.composite
@@ -535,14 +508,16 @@ def scenarios(
 
 
 @contextlib.asynccontextmanager
-async def fresh_sql_store(backend: str) -> AsyncIterator[SqlMemoryStore]:
-    """A new, empty store of ``backend``, closed on exit."""
+async def fresh_sql_store(
+    backend: str, tuning: Tuning | None = None
+) -> AsyncIterator[SqlMemoryStore]:
+    """A new, empty store of ``backend`` (with these thresholds), closed on exit."""
     if backend == "sqlite-memory":
-        async with open_store(":memory:") as store:
+        async with open_store(":memory:", tuning=tuning) as store:
             yield store
     elif backend == "sqlite-file":
         with tempfile.TemporaryDirectory(prefix="loopctl-differential-") as directory:
-            async with open_store(Path(directory) / "memory.db") as store:
+            async with open_store(Path(directory) / "memory.db", tuning=tuning) as store:
                 yield store
     else:
         assert backend == "postgresql", backend
@@ -550,7 +525,7 @@ async def fresh_sql_store(backend: str) -> AsyncIterator[SqlMemoryStore]:
         async with open_store(url) as stale, stale.engine.connect() as connection:
             # every table and index row goes, then open_store migrates the schema afresh
             await connection.run_sync(migrate.upgrade_to, "base")
-        async with open_store(url) as store:
+        async with open_store(url, tuning=tuning) as store:
             yield store
 
 
@@ -587,7 +562,7 @@ async def assert_same_retrieval(
 
 async def run_retrieval(backend: str, scenario: Scenario, stats: Counter[str]) -> None:
     reference = InMemoryStore()
-    async with fresh_sql_store(backend) as sql:
+    async with fresh_sql_store(backend, scenario.knobs) as sql:
         stored: list[MemoryEntry] = []
         for written in range(len(scenario.batches) + 1):
             if written:
@@ -607,7 +582,7 @@ async def run_retrieval(backend: str, scenario: Scenario, stats: Counter[str]) -
 
 async def run_consolidation(backend: str, scenario: Scenario, stats: Counter[str]) -> None:
     reference = InMemoryStore()
-    async with fresh_sql_store(backend) as sql:
+    async with fresh_sql_store(backend, scenario.knobs) as sql:
         await store_batches((reference, sql), scenario.batches)
         stored = [entry for batch in scenario.batches for entry in batch]
         for query, limit in scenario.checks[:2]:  # the store learns about these words
@@ -666,8 +641,7 @@ def test_retrieve_matches_reference(backend: str) -> None:
     @settings(_DIFFERENTIAL, max_examples=32)
     @given(scenario=scenarios(nul=True, max_entries=20, max_queries=16))
     def check(scenario: Scenario) -> None:
-        with search_thresholds(scenario.knobs):
-            asyncio.run(run_retrieval(backend, scenario, stats))
+        asyncio.run(run_retrieval(backend, scenario, stats))
 
     check()
     # The run exercised what it is meant to. The data is derandomized, but hypothesis
@@ -695,8 +669,7 @@ def test_consolidate_matches_reference(backend: str) -> None:
     @settings(_DIFFERENTIAL, max_examples=25)
     @given(scenario=scenarios(nul=True, max_entries=24, max_queries=6, prune=True))
     def check(scenario: Scenario) -> None:
-        with search_thresholds(scenario.knobs):
-            asyncio.run(run_consolidation(backend, scenario, stats))
+        asyncio.run(run_consolidation(backend, scenario, stats))
 
     check()
     assert stats["pruned"] >= 28, stats
@@ -792,8 +765,8 @@ def large_expected(nul: bool) -> tuple[list[list[MemoryEntry]], Counter[str]]:
 # steps. One SQLite backend takes each path (both share the search code).
 LARGE_THRESHOLDS = {
     "sqlite-memory": None,
-    "sqlite-file": Knobs(tail_limit=500, selective_max=150, first_chunk=16),
-    "postgresql": Knobs(tail_limit=500, selective_max=150, first_chunk=16),
+    "sqlite-file": Tuning(tail_limit=500, selective_max=150, first_chunk=16),
+    "postgresql": Tuning(tail_limit=500, selective_max=150, first_chunk=16),
 }
 
 
@@ -805,7 +778,7 @@ def test_large_store_matches_reference(backend: str) -> None:
 
     async def run() -> int:
         compared = 0
-        async with fresh_sql_store(backend) as sql:
+        async with fresh_sql_store(backend, LARGE_THRESHOLDS[backend]) as sql:
             await sql.store_many(stored)
             assert await sql.count() == LARGE_ENTRIES
             for (query, limit), wanted in zip(checks, expected, strict=True):
@@ -815,8 +788,7 @@ def test_large_store_matches_reference(backend: str) -> None:
                 compared += 1
         return compared
 
-    with search_thresholds(LARGE_THRESHOLDS[backend]):
-        assert asyncio.run(run()) == LARGE_QUERIES
+    assert asyncio.run(run()) == LARGE_QUERIES
     assert stats["ties cut by the limit"] >= 50, stats
     assert stats["results with a tag bonus"] >= 40, stats
     assert stats["f64 would rank differently"] >= 25, stats

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
-from loopctl_memory.sql import index, search
+from loopctl_memory.sql.tuning import Tuning
 
 WORDS = ["cache", "Retry", "glob", "edit", "ß", "straße", "ΣΟΦΙΑ", "a", "to", "the", "x_%", "é"]
 SPACES = [" ", "  ", "\t", "\u00a0", "\u3000", "\n"]
@@ -54,13 +54,11 @@ def _queries(rng: random.Random, count: int) -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("selective_max", [0, 3, 40, 10**9])
-async def test_every_search_path_matches_the_reference(selective_max, tmp_path, monkeypatch):
-    monkeypatch.setattr(index, "TAIL_LIMIT", 60)
-    monkeypatch.setattr(search, "SELECTIVE_MAX", selective_max)
-    monkeypatch.setattr(search, "FIRST_CHUNK", 8)
+async def test_every_search_path_matches_the_reference(selective_max, tmp_path):
+    tuning = Tuning(tail_limit=60, selective_max=selective_max, first_chunk=8)
     rng = random.Random(selective_max)
     reference = InMemoryStore()
-    async with open_store(tmp_path / "memory.db") as store:
+    async with open_store(tmp_path / "memory.db", tuning=tuning) as store:
         for round_number in range(4):
             batch = _entries(rng, 150)
             await store.store_many(batch[:100])
@@ -81,9 +79,9 @@ async def test_every_search_path_matches_the_reference(selective_max, tmp_path, 
 
 
 @pytest.mark.parametrize("query", ["b\nc", "b c", "\n", "ab\ncd", "b", "", "cd\ne", "d\ne"])
-async def test_a_query_spanning_two_tag_values_does_not_match_either(query, monkeypatch):
+async def test_a_query_spanning_two_tag_values_does_not_match_either(query):
     """The tag values are searched in one newline-joined string: a hit must end in its value."""
-    monkeypatch.setattr(index, "TAIL_LIMIT", 1)  # every entry indexed: tag values from memory
+    tuning = Tuning(tail_limit=1)  # every entry indexed: tag values from memory
     stored = [
         MemoryEntry(MemoryCategory.FACT, "first", tags=["ab"], relevance=0.5),
         MemoryEntry(MemoryCategory.FACT, "second", tags=["cd"], relevance=0.5),
@@ -91,7 +89,7 @@ async def test_a_query_spanning_two_tag_values_does_not_match_either(query, monk
         MemoryEntry(MemoryCategory.FACT, "fourth", relevance=0.9),
     ]
     reference = InMemoryStore()
-    async with open_store(":memory:") as store:
+    async with open_store(":memory:", tuning=tuning) as store:
         for entry in stored:  # one at a time: several blocks, the values in separate rows
             await store.store_many([entry])
             await reference.store(entry)
@@ -99,18 +97,14 @@ async def test_a_query_spanning_two_tag_values_does_not_match_either(query, monk
 
 
 @pytest.mark.parametrize("selective_max", [0, 20, 10**9])
-async def test_ties_within_one_relevance_rank_as_the_reference(
-    selective_max, tmp_path, monkeypatch
-):
+async def test_ties_within_one_relevance_rank_as_the_reference(selective_max, tmp_path):
     """Hundreds of entries share a relevance and a score; the few that beat them lie deep.
 
     The walk skips, in the database, the rows of a relevance that can only tie
     the limit-th candidate and lose on seq; it must still find every row that
     beats it, or ties it with a smaller seq, as the reference does.
     """
-    monkeypatch.setattr(index, "TAIL_LIMIT", 60)
-    monkeypatch.setattr(search, "SELECTIVE_MAX", selective_max)
-    monkeypatch.setattr(search, "FIRST_CHUNK", 8)
+    tuning = Tuning(tail_limit=60, selective_max=selective_max, first_chunk=8)
     rng = random.Random(7)
     made = []
     for number in range(600):
@@ -133,7 +127,7 @@ async def test_ties_within_one_relevance_rank_as_the_reference(
             )
         )
     reference = InMemoryStore(made)
-    async with open_store(tmp_path / "memory.db") as store:
+    async with open_store(tmp_path / "memory.db", tuning=tuning) as store:
         await store.store_many(made)
         for query in ["agent retry", "agent tool search", "retry search", "tool", "edit glob"]:
             for limit in (1, 3, 5, 10, 40):
@@ -144,11 +138,9 @@ async def test_ties_within_one_relevance_rank_as_the_reference(
                 )
 
 
-async def test_a_word_asked_again_finds_terms_indexed_since(tmp_path, monkeypatch):
+async def test_a_word_asked_again_finds_terms_indexed_since(tmp_path):
     """The vocabulary remembers which terms hold a word; newer terms must still count."""
-    monkeypatch.setattr(index, "TAIL_LIMIT", 10)
-    monkeypatch.setattr(search, "SELECTIVE_MAX", 10**9)  # every word enumerated
-    monkeypatch.setattr(search, "FIRST_CHUNK", 2)
+    tuning = Tuning(tail_limit=10, selective_max=10**9, first_chunk=2)  # every word enumerated
 
     def entry(number: int, text: str) -> MemoryEntry:
         return MemoryEntry(
@@ -156,7 +148,7 @@ async def test_a_word_asked_again_finds_terms_indexed_since(tmp_path, monkeypatc
         )
 
     reference = InMemoryStore()
-    async with open_store(tmp_path / "memory.db") as store:
+    async with open_store(tmp_path / "memory.db", tuning=tuning) as store:
         for round_number in range(4):
             batch = [entry(round_number * 30 + n, f"plain words {n}") for n in range(28)]
             batch += [  # a new term holding "lph" each round, indexed by the next round

@@ -89,8 +89,8 @@ def test_opening_waits_for_a_writer_before_switching_to_wal(tmp_path, monkeypatc
     release = threading.Timer(0.3, writer.execute, args=("COMMIT",))
     migrate_schema = store_module.migrate_schema
 
-    def migrate_then_let_another_write(connection, *, upgrade):
-        migrate_schema(connection, upgrade=upgrade)
+    def migrate_then_let_another_write(connection, **options):
+        migrate_schema(connection, **options)
         connection.commit()
         writer.execute("BEGIN IMMEDIATE")
         release.start()

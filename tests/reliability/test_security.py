@@ -27,7 +27,7 @@ from loopctl_memory import (
     open_store,
 )
 from loopctl_memory.cli import DB_ENVVAR, cli
-from loopctl_memory.sql import index
+from loopctl_memory.sql.tuning import Tuning
 
 HOSTILE = [
     "'; DROP TABLE entries; --",
@@ -71,7 +71,7 @@ def _hostile_entries(label: str) -> list[MemoryEntry]:
 
 FILLERS = [
     MemoryEntry(MemoryCategory.WORKING, f"filler number {n}", relevance=0.3)
-    for n in range(index.TAIL_LIMIT)
+    for n in range(Tuning().tail_limit)
 ]
 # Before the fillers, the hostile entries end up in the token index; after them, in the tail.
 ENTRIES = [*_hostile_entries("indexed"), *FILLERS, *_hostile_entries("tail")]

@@ -14,9 +14,7 @@ from sqlalchemy.engine import make_url
 
 from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, migrate, open_store
 from loopctl_memory.cli import cli
-from loopctl_memory.flat import FlatBatch, flatten
-from loopctl_memory.sql.engine import WRITERS_LOCK
-from loopctl_memory.staging import write_stage
+from loopctl_memory.sql.backend import WRITERS_LOCK
 from tests.conftest import NEEDS_POSTGRES, POSTGRES_URL_VARIABLE, reset_postgres
 from tests.migrations.schema_snapshot import schema_snapshot
 
@@ -149,13 +147,3 @@ async def test_a_created_database_is_the_migrated_one(url):
         await connection.rollback()
     assert migrated == created
     assert "insertion order" in str(created["tables"]["entries"]["columns"]), "sees comments"
-
-
-async def test_a_staged_batch_is_refused_with_nothing_stored(url, tmp_path):
-    """Stage files are for SQLite stores; the import sends PostgreSQL the rows themselves."""
-    batch = flatten([MemoryEntry(MemoryCategory.FACT, "staged")])
-    staged = FlatBatch([], [], staged=write_stage(tmp_path / "stage.db", batch))
-    async with open_store(url) as store:
-        with pytest.raises(StorageError, match="only be stored in SQLite"):
-            await store.store_flat(staged)
-        assert 0 == await store.count()

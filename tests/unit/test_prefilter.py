@@ -10,6 +10,8 @@ import pytest
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import search
+from loopctl_memory.sql.tuning import Tuning
+from loopctl_memory.sql.vocabulary import Vocabulary
 
 ENTRIES = 100_000
 RARE = "zanzibar"
@@ -44,11 +46,15 @@ async def test_a_selective_query_reads_only_its_candidates(tmp_path):
         results = await store.retrieve(query, 5)
         read = search.SearchStats()
         async with store.engine.connect() as connection:
-            await connection.run_sync(search.top_candidates, parse_query(query), 5, None, read)
+            await connection.run_sync(
+                lambda sync: search.top_candidates(
+                    sync, parse_query(query), 5, Vocabulary(), Tuning(), stats=read
+                )
+            )
 
     expected = await reference.retrieve(query, 5)
     assert [e.id for e in expected] == [e.id for e in results]
     # At most the three entries that contain a query word: fewer when the first
     # chunk of the walk scored one, or its floor rules one out by relevance.
     assert 1 <= read.checked <= 3
-    assert read.walked <= search.FIRST_CHUNK, "then one chunk of the relevance index"
+    assert read.walked <= Tuning().first_chunk, "then one chunk of the relevance index"

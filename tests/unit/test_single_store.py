@@ -1,47 +1,37 @@
-"""The single-store fast path in both forms: one hop to aiosqlite's thread, or four calls."""
+"""The single store: one transaction on aiosqlite's thread, all of it or none of it."""
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
+import aiosqlite
 import pytest
 
 from loopctl_memory import DuplicateEntryError, MemoryCategory, MemoryEntry, open_store
-from loopctl_memory.sql import repository
+from loopctl_memory.sql.backend import backend_named
+
+KNOWN_AIOSQLITE = ("0.20.0", "0.21.0", "0.22.1")
+"""Versions whose private ``Connection._execute`` runs a function in the connection's thread."""
 
 
-class PublicOnly:
-    """An aiosqlite connection seen through its public methods only (no ``_execute``)."""
-
-    def __init__(self, driver: Any) -> None:
-        self._driver = driver
-
-    async def execute(self, sql: str, parameters: Any = ()) -> Any:
-        return await self._driver.execute(sql, parameters)
-
-    async def executemany(self, sql: str, rows: Any) -> Any:
-        return await self._driver.executemany(sql, rows)
-
-    @property
-    def in_transaction(self) -> bool:
-        return bool(self._driver.in_transaction)
+def test_the_single_store_fast_path_is_taken_on_the_installed_aiosqlite() -> None:
+    assert version("aiosqlite") in KNOWN_AIOSQLITE, (
+        "a new aiosqlite: check that Connection._execute(fn, *args) still runs fn in its thread,"
+        " then add the version here"
+    )
+    assert callable(aiosqlite.Connection._execute)
+    assert backend_named("sqlite").stores_one_directly
 
 
-@pytest.mark.parametrize("wrap", [lambda driver: driver, PublicOnly], ids=["one-hop", "four-calls"])
-async def test_a_single_store_commits_everything_or_nothing(tmp_path: Path, wrap: Any) -> None:
+async def test_a_single_store_commits_everything_or_nothing(tmp_path: Path) -> None:
     entry = MemoryEntry(MemoryCategory.FACT, "stored alone", tags=["x", "Y"], relevance=0.25)
     async with open_store(tmp_path / "memory.db") as store:
-
-        async def insert(driver: Any) -> int:
-            return await repository.insert_one_sqlite(wrap(driver), entry)
-
-        seq = await store._run_raw("store", insert)  # the path store() takes
-        assert seq >= 1
+        await store.store(entry)
         assert entry == await store.get(entry.id)
-
         with pytest.raises(DuplicateEntryError):
-            await store._run_raw("store", insert)
+            await store.store(MemoryEntry(MemoryCategory.FACT, "same id", tags=["z"], id=entry.id))
         assert 1 == await store.count()  # the failed transaction was rolled back
+        assert entry == await store.get(entry.id)
         await store.store(MemoryEntry(MemoryCategory.FACT, "the connection is usable after"))
         assert 2 == await store.count()

@@ -10,7 +10,7 @@ import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, errors, open_store
 from loopctl_memory.errors import LoopMemoryError
-from loopctl_memory.sql import engine
+from loopctl_memory.sql import backend
 from loopctl_memory.sql.engine import resolve_target
 
 
@@ -69,7 +69,7 @@ async def test_a_new_file_gets_large_pages_and_an_older_file_keeps_its_own(tmp_p
     new, old = tmp_path / "new.db", tmp_path / "old.db"
     async with open_store(new) as store:
         await store.store(MemoryEntry(MemoryCategory.FACT, "written in a new file"))
-    monkeypatch.setattr(engine, "PAGE_SIZE", 4096)  # as every file was made before
+    monkeypatch.setattr(backend, "PAGE_SIZE", 4096)  # as every file was made before
     async with open_store(old) as store:
         await store.store(MemoryEntry(MemoryCategory.FACT, "written with small pages"))
     monkeypatch.undo()
@@ -77,7 +77,7 @@ async def test_a_new_file_gets_large_pages_and_an_older_file_keeps_its_own(tmp_p
         await store.store(MemoryEntry(MemoryCategory.FACT, "written later with small pages"))
         found = [entry.memory for entry in await store.retrieve("written with", 5)]
     assert ["written with small pages", "written later with small pages"] == found
-    assert 8192 == engine.PAGE_SIZE == _pragma(new, "page_size")
+    assert 8192 == backend.PAGE_SIZE == _pragma(new, "page_size")
     assert 4096 == _pragma(old, "page_size")
     assert "ok" == _pragma(old, "integrity_check")
 

@@ -23,9 +23,7 @@ the ``limit``-th candidate nor tie it with a smaller seq.
 
 from __future__ import annotations
 
-import bisect
 import heapq
-from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +31,6 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Table,
     and_,
     case,
     exists,
@@ -49,19 +46,14 @@ from sqlalchemy.sql import Select
 
 from loopctl_memory.scoring import ParsedQuery, score
 from loopctl_memory.sql import index
-from loopctl_memory.sql.tables import contains, entries, int_list, tag_values, tags, tokens
-
-SELECTIVE_MAX = 5_000
-"""A word (or the tag test) that can match at most this many entries is enumerated."""
+from loopctl_memory.sql.backend import backend_of, contains
+from loopctl_memory.sql.tables import entries, tags
+from loopctl_memory.sql.tuning import Tuning
+from loopctl_memory.sql.vocabulary import Vocabulary
 
 _WORDS_PER_TERM = 60  # SQLite's parser limits expression depth to 1000
-FIRST_CHUNK = 256
-"""Rows the first step of the walk reads (more for a larger limit)."""
-_MAX_CHUNK = 16_384
 _FILTERED_CHUNK = 5
 _MAX_SEQ = 2**63 - 1
-_REMEMBERED_WORDS = 4_096  # words whose matching terms a vocabulary keeps
-_REMEMBERED_IDS = 10_000  # at most this many terms each
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +104,9 @@ def top_candidates(
     connection: Connection,
     query: ParsedQuery,
     limit: int,
-    vocabulary: Vocabulary | None = None,
+    vocabulary: Vocabulary,
+    tuning: Tuning,
+    *,
     stats: SearchStats | None = None,
 ) -> list[Candidate]:
     """The best ``limit`` entries for ``query``, ranked exactly as the reference ranks them.
@@ -120,7 +114,6 @@ def top_candidates(
     ``vocabulary`` carries what earlier searches learned about words (pass the
     same one for every search of a store); ``stats`` counts the rows read.
     """
-    vocabulary = vocabulary if vocabulary is not None else Vocabulary()
     stats = stats if stats is not None else SearchStats()
     if limit == 0:
         return []
@@ -135,8 +128,9 @@ def top_candidates(
         return found
 
     watermark = vocabulary.refresh(connection)
-    selective_words, selective_tokens, dense_weight = _classify_words(query, vocabulary)
-    tag_value_ids, tag_dense = _classify_tag(query.text, vocabulary)
+    selective = tuning.selective_max
+    selective_words, selective_tokens, dense_weight = _classify_words(query, vocabulary, selective)
+    tag_value_ids, tag_dense = _classify_tag(query.text, vocabulary, selective)
     candidates = index.entries_with_terms(connection, index.TOKENS, selective_tokens)
     tagged_seqs = index.entries_with_terms(connection, index.TAG_VALUES, tag_value_ids)
     candidates |= tagged_seqs
@@ -144,7 +138,7 @@ def top_candidates(
     # Unchecked entries hold no selective word and, unless the tag test is dense, no tag bonus.
     bound_matches, bound_tag = dense_weight, tag_dense
     test_words = dense_weight > 0
-    chunk = min(max(FIRST_CHUNK, 4 * limit), _MAX_CHUNK)
+    chunk = min(max(tuning.first_chunk, 4 * limit), tuning.max_chunk)
     # The walk's first chunk comes before the check, scored in full (every word, the
     # tag test): the limit-th score it gives spares the check every candidate whose
     # relevance is too low to reach it.
@@ -201,7 +195,7 @@ def top_candidates(
             level = _Level.of(exact, last_relevance, best.worst(), query.word_count, tag_dense)
             chunk = max(limit, _FILTERED_CHUNK)
         else:
-            chunk = min(2 * chunk, _MAX_CHUNK)
+            chunk = min(2 * chunk, tuning.max_chunk)
         rows = _next_rows(
             connection,
             query,
@@ -303,125 +297,16 @@ class _Level:
         return or_(*states) if states else None
 
 
-class _Terms:
-    """One vocabulary table in memory: its terms, and how many entries hold each.
-
-    Every term followed by a newline, in one string, searched with ``str.find``;
-    a hit counts only if it ends inside its term, so any text may be sought (a
-    query word, which has no whitespace, never spans two terms anyway). Terms
-    are only ever added, with growing ids, so the copy is brought up to date by
-    reading the ids above the last one seen. Entry counts grow when a block is
-    indexed, so they are read again when the watermark moves.
-    """
-
-    def __init__(self, table: Table, term: ColumnElement[str]) -> None:
-        self._table = table
-        self._term = term
-        self._text = ""
-        self._starts = array("q")  # where each term starts in _text
-        self._ids = array("q")  # its id
-        self._loaded_through = 0
-        self._counts: dict[int, int] = {}  # term id -> entries indexed with it
-        self._counted_at: int | None = None  # the watermark the counts were read at
-        # text -> (how much of _text was searched, the ids found there): a word asked
-        # again only searches the terms added since.
-        self._found: dict[str, tuple[int, list[int]]] = {}
-
-    def refresh(self, connection: Connection, mark: int) -> None:
-        """Read what changed since the last refresh, as this transaction sees it."""
-        term_id, term, count = self._table.c.id, self._term, self._table.c.entries
-        rows = connection.execute(
-            select(term_id, term, count).where(term_id > self._loaded_through).order_by(term_id)
-        ).all()
-        # Another search may have read some of them while this one waited.
-        fresh = [row for row in rows if row[0] > self._loaded_through]
-        if fresh:
-            offset = len(self._text)
-            for number, text, entries_with in fresh:
-                self._starts.append(offset)
-                self._ids.append(number)
-                self._counts[number] = entries_with
-                offset += len(text) + 1
-            self._text += "".join(f"{text}\n" for _, text, _ in fresh)
-            self._loaded_through = fresh[-1][0]
-        if mark != self._counted_at:
-            if self._counted_at is not None:  # blocks were indexed since: counts grew
-                self._counts = {
-                    int(number): int(entries_with)
-                    for number, entries_with in connection.execute(select(term_id, count))
-                }
-            self._counted_at = mark
-
-    def containing(self, text: str) -> list[int]:
-        """The ids of every loaded term that contains ``text``."""
-        whole = self._text  # a refresh in another thread may replace it meanwhile
-        searched, found = self._found.get(text, (0, []))
-        if searched < len(whole):
-            found = found + self._containing(text, whole, searched)
-            if len(found) <= _REMEMBERED_IDS:
-                if len(self._found) >= _REMEMBERED_WORDS:
-                    self._found.clear()
-                self._found[text] = (len(whole), found)
-        return found
-
-    def _containing(self, text: str, whole: str, start: int) -> list[int]:
-        """The ids of the terms of ``whole`` from ``start`` (a term's start) that hold ``text``."""
-        found: list[int] = []
-        starts, size = self._starts, len(text)
-        position = whole.find(text, start)
-        while position != -1:
-            number = bisect.bisect_right(starts, position) - 1
-            following = number + 1
-            end = starts[following] - 1 if following < len(starts) else len(whole) - 1
-            if position + size <= end:
-                found.append(self._ids[number])
-                if following == len(starts):
-                    break
-                position = whole.find(text, starts[following])  # one id per term
-            else:  # the hit runs past its term: look further on
-                position = whole.find(text, position + 1)
-        return found
-
-    def entries_with(self, term_ids: Iterable[int]) -> int:
-        """At most how many indexed entries hold one of these terms."""
-        counts = self._counts
-        return sum(counts.get(term_id, 0) for term_id in term_ids)
-
-
-class Vocabulary:
-    """What a store keeps in memory for its searches: the tokens, the tag values, dense words.
-
-    Counts only decide whether a word is enumerated or bounded, and either is
-    exact, so a count from another moment costs time, never correctness. A word
-    once found dense stays dense. Open a new store after rebuilding the schema
-    underneath one.
-    """
-
-    MAX_DENSE = 50_000
-
-    def __init__(self) -> None:
-        self.tokens = _Terms(tokens, tokens.c.token)
-        self.tag_values = _Terms(tag_values, tag_values.c.value)
-        self.dense: set[str] = set()
-
-    def refresh(self, connection: Connection) -> int:
-        """Bring both vocabularies up to date for this transaction; return the watermark."""
-        mark = index.watermark(connection)
-        self.tokens.refresh(connection, mark)
-        self.tag_values.refresh(connection, mark)
-        if len(self.dense) >= self.MAX_DENSE:
-            self.dense.clear()
-        return mark
-
-
-def _classify_words(query: ParsedQuery, vocabulary: Vocabulary) -> tuple[list[str], list[int], int]:
+def _classify_words(
+    query: ParsedQuery, vocabulary: Vocabulary, selective_max: int
+) -> tuple[list[str], list[int], int]:
     """The selective words, their token ids, and the total weight of the dense words."""
     selective: list[str] = []
     token_ids: list[int] = []
     dense_weight = 0
     for word, weight in zip(query.words, query.weights, strict=True):
         ids = None if word in vocabulary.dense else vocabulary.tokens.containing(word)
-        if ids is not None and vocabulary.tokens.entries_with(ids) > SELECTIVE_MAX:
+        if ids is not None and vocabulary.tokens.entries_with(ids) > selective_max:
             vocabulary.dense.add(word)
             ids = None
         if ids is None:
@@ -432,10 +317,10 @@ def _classify_words(query: ParsedQuery, vocabulary: Vocabulary) -> tuple[list[st
     return selective, token_ids, dense_weight
 
 
-def _classify_tag(text: str, vocabulary: Vocabulary) -> tuple[list[int], bool]:
+def _classify_tag(text: str, vocabulary: Vocabulary, selective_max: int) -> tuple[list[int], bool]:
     """Ids of the tag values that contain the query, or (nothing, True) if there are too many."""
     ids = vocabulary.tag_values.containing(text)
-    if vocabulary.tag_values.entries_with(ids) > SELECTIVE_MAX:
+    if vocabulary.tag_values.entries_with(ids) > selective_max:
         return [], True
     return ids, False
 
@@ -516,7 +401,8 @@ def _check(
     seqs = seqs - skip
     if seqs:
         indexed_tagged = tagged if tag_dense else literal(False)
-        wanted: list[ColumnElement[bool]] = [entries.c.seq.in_(int_list(seqs, connection.dialect))]
+        in_list = backend_of(connection).int_list(list(seqs))
+        wanted: list[ColumnElement[bool]] = [entries.c.seq.in_(in_list)]
         if min_relevance is not None:
             wanted.append(entries.c.relevance >= min_relevance)
         parts.append(

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -27,17 +27,12 @@ from loopctl_memory.entry import (
 from loopctl_memory.errors import InvalidEntryError, StorageError
 from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.scoring import parse_query
-from loopctl_memory.sql import index, repository, search
+from loopctl_memory.sql import index, repository
 from loopctl_memory.sql.boundary import translate_errors
-from loopctl_memory.sql.engine import (
-    PoolOptions,
-    Target,
-    create_engine,
-    enable_wal,
-    resolve_target,
-    transaction_options,
-)
+from loopctl_memory.sql.engine import PoolOptions, Target, create_engine, resolve_target
 from loopctl_memory.sql.repository import Summary
+from loopctl_memory.sql.tuning import Tuning
+from loopctl_memory.sql.vocabulary import Vocabulary
 
 T = TypeVar("T")
 
@@ -55,15 +50,17 @@ class SqlMemoryStore:
     one connection, so its operations run one at a time.
     """
 
-    def __init__(self, engine: AsyncEngine, target: Target) -> None:
+    def __init__(self, engine: AsyncEngine, target: Target, tuning: Tuning | None = None) -> None:
         self._engine = engine
         self._target = target
+        self._backend = target.backend
+        self._tuning = tuning or Tuning()
         # :memory: is a single connection and so a single transaction: serialise.
         self._serial: AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if target.is_memory else contextlib.nullcontext()
         )
         self._closed = False
-        self._vocabulary = search.Vocabulary()  # what searches learned about words
+        self._vocabulary = Vocabulary()  # what searches learned about words
         self._watermark_seen = 0  # when single stores should check the tail's length
 
     @classmethod
@@ -71,7 +68,7 @@ class SqlMemoryStore:
         cls,
         target: str | os.PathLike[str] = ":memory:",
         *,
-        migrate: bool = True,
+        migrate: bool | Literal["create"] = True,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         echo: bool = False,
         pool_size: int = PoolOptions.pool_size,
@@ -79,6 +76,7 @@ class SqlMemoryStore:
         pool_timeout: float = PoolOptions.pool_timeout,
         statement_timeout: float | None = PoolOptions.statement_timeout,
         connect_timeout: float = PoolOptions.connect_timeout,
+        tuning: Tuning | None = None,
     ) -> SqlMemoryStore:
         """Connect to ``target`` and check (or bring) its schema to the current revision.
 
@@ -95,13 +93,14 @@ class SqlMemoryStore:
                 pool_size, max_overflow, pool_timeout, statement_timeout, connect_timeout
             )
             engine = create_engine(resolved, busy_timeout=busy_timeout, echo=echo, pool=pool)
-        store = cls(engine, resolved)
+        store = cls(engine, resolved, tuning)
         try:
             with translate_errors(f"open {resolved.describe()}"):
                 async with engine.connect() as connection:
-                    await connection.run_sync(migrate_schema, upgrade=migrate)
-            if resolved.is_sqlite and not resolved.is_memory:
-                await _switch_to_wal(engine, resolved, busy_timeout)
+                    await connection.run_sync(
+                        migrate_schema, upgrade=migrate is True, create=migrate is not False
+                    )
+            await _after_open(engine, resolved, busy_timeout)
         except BaseException:
             await store.close()
             raise
@@ -128,16 +127,16 @@ class SqlMemoryStore:
             StorageError: the database refused the write.
 
         """
-        checked = check_entry(entry)
-        if not self._target.is_sqlite:
-            await self.store_many((checked,))
+        batch = flatten((check_entry(entry),))
+        backend = self._backend
+        if not backend.stores_one_directly:
+            await self.store_flat(batch)
             return
-        seq = await self._run_raw(
-            "store", lambda driver: repository.insert_one_sqlite(driver, checked)
-        )
-        if seq - self._watermark_seen >= index.TAIL_LIMIT:
+        seq = await self._run_raw("store", lambda driver: backend.store_one(driver, batch))
+        if seq - self._watermark_seen >= self._tuning.tail_limit:
+            limit = self._tuning.tail_limit
             self._watermark_seen = await self._run(
-                "index", lambda c: c.run_sync(index.shorten_tail), write=True
+                "index", lambda c: c.run_sync(index.shorten_tail, limit), write=True
             )
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
@@ -147,23 +146,20 @@ class SqlMemoryStore:
     async def store_flat(self, batch: FlatBatch) -> None:
         """Store a batch of already checked, flattened entries in one transaction.
 
-        The bulk lane under :meth:`store_many`, for a batch built by
+        The lane under :meth:`store` and :meth:`store_many`, for a batch built by
         :func:`loopctl_memory.flat.flatten` or read by
-        :func:`loopctl_memory.jsonl.flat_from_json` (as ``import`` does). A
-        SQLite store also takes a batch staged in a file of its own
-        (:func:`loopctl_memory.staging.write_stage`), copied in by the database.
+        :func:`loopctl_memory.jsonl.read_batches` (as an import does).
 
         Raises:
             DuplicateEntryError: an id repeats in the batch or is already stored.
-            StorageError: the database refused the write (nothing is stored), or
-                a staged batch was given to a store that is not SQLite.
+            StorageError: the database refused the write (nothing is stored).
 
         """
         if not len(batch):
             return
-        after = repository.detach_stage if batch.staged is not None else None
-        await self._run(
-            "store", lambda c: repository.insert_entries(c, batch), write=True, after=after
+        tuning = self._tuning
+        self._watermark_seen = await self._run(
+            "store", lambda c: repository.insert_entries(c, batch, tuning), write=True
         )
 
     async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
@@ -177,7 +173,9 @@ class SqlMemoryStore:
         parsed = parse_query(query)
 
         async def work(connection: AsyncConnection) -> list[MemoryEntry]:
-            best = await repository.top_candidates(connection, parsed, limit, self._vocabulary)
+            best = await repository.top_candidates(
+                connection, parsed, limit, self._vocabulary, self._tuning
+            )
             return await repository.fetch_entries(connection, [c.seq for c in best])
 
         return await self._run("retrieve", work, write=False)
@@ -230,13 +228,6 @@ class SqlMemoryStore:
             if len(batch) < batch_size:
                 return
             after = batch[-1][0]
-
-    async def next_seq(self) -> int:
-        """The insertion number the next stored entry gets, unless another write comes first.
-
-        An import tells its parser processes (see :meth:`Batches.start_at`).
-        """
-        return await self._run("read the next insertion number", repository.next_seq, write=False)
 
     async def summary(self) -> Summary:
         """Count the entries: in all, by category, and in ten relevance bins."""
@@ -298,11 +289,8 @@ class SqlMemoryStore:
         work: Callable[[AsyncConnection], Awaitable[T]],
         *,
         write: bool,
-        after: Callable[[AsyncConnection], Awaitable[None]] | None = None,
     ) -> T:
         """Run ``work`` as one transaction: commit if it succeeds, roll back if anything fails.
-
-        ``after`` runs on the same connection once the transaction is over, either way.
 
         The transaction runs in a task of its own that the caller's cancellation
         cannot interrupt half way (an interrupted statement makes SQLAlchemy drop
@@ -313,16 +301,16 @@ class SqlMemoryStore:
         self._check_open()
         abort = asyncio.Event()
         async with self._serial:
-            unit = asyncio.ensure_future(self._unit_of_work(action, work, write, abort, after))
+            unit = asyncio.ensure_future(self._unit_of_work(action, work, write, abort))
             return await _await_uncancellable(unit, abort)
 
     async def _run_raw(self, action: str, work: Callable[[Any], Awaitable[T]]) -> T:
-        """Like ``_run``, with ``work`` given the raw aiosqlite connection (SQLite only).
+        """Like ``_run``, with ``work`` given the driver's own connection.
 
-        ``work`` owns the transaction (it begins, commits or rolls back). Fewer
-        round trips than SQLAlchemy's, for the single store an agent makes after
-        every tool call. A caller cancelled meanwhile sees CancelledError once the
-        transaction has ended either way (it is too short to stop half way).
+        ``work`` owns the transaction (it begins, commits or rolls back): for the
+        single store an agent makes after every tool call. A caller cancelled
+        meanwhile sees CancelledError once the transaction has ended either way
+        (it is too short to stop half way).
         """
         self._check_open()
         async with self._serial:
@@ -341,22 +329,15 @@ class SqlMemoryStore:
         work: Callable[[AsyncConnection], Awaitable[T]],
         write: bool,
         abort: asyncio.Event,
-        after: Callable[[AsyncConnection], Awaitable[None]] | None = None,
     ) -> T:
         with translate_errors(action):
             async with self._engine.connect() as connection:
                 if write:
-                    await connection.execution_options(
-                        **transaction_options(connection, write=True)
-                    )
-                try:
-                    async with connection.begin() as transaction:
-                        result = await work(connection)
-                        if abort.is_set():
-                            await transaction.rollback()
-                finally:
-                    if after is not None:
-                        await after(connection)
+                    await connection.execution_options(**self._backend.begin_options(write=True))
+                async with connection.begin() as transaction:
+                    result = await work(connection)
+                    if abort.is_set():
+                        await transaction.rollback()
                 return result
 
 
@@ -380,16 +361,17 @@ async def _await_uncancellable(unit: asyncio.Future[T], abort: asyncio.Event) ->
     return unit.result()
 
 
-def migrate_schema(connection: Connection, *, upgrade: bool) -> None:
+def migrate_schema(connection: Connection, *, upgrade: bool, create: bool | None = None) -> None:
     """Bring the schema to head, or check it is there (see :func:`migrate.ensure_schema`)."""
-    migrate.ensure_schema(connection, upgrade=upgrade)
+    migrate.ensure_schema(connection, upgrade=upgrade, create=create)
 
 
-async def _switch_to_wal(engine: AsyncEngine, target: Target, busy_timeout: float) -> None:
-    """Put a SQLite file in WAL mode, waiting up to ``busy_timeout`` for other openers.
+async def _after_open(engine: AsyncEngine, target: Target, busy_timeout: float) -> None:
+    """The backend's last step of an open (a SQLite file: WAL), retried while another opens it.
 
-    Switching needs the file to itself and SQLite fails at once instead of
-    waiting, so several processes opening a new file together retry here.
+    Switching a file to WAL needs the file to itself and SQLite fails at once
+    instead of waiting, so several processes opening a new file together retry
+    here, up to ``busy_timeout``.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + busy_timeout
@@ -398,7 +380,7 @@ async def _switch_to_wal(engine: AsyncEngine, target: Target, busy_timeout: floa
         try:
             with translate_errors(f"open {target.describe()}"):
                 async with engine.connect() as connection:
-                    await connection.run_sync(enable_wal)
+                    await connection.run_sync(target.backend.after_open, memory=target.is_memory)
         except StorageError as exc:
             if "locked" not in str(exc) or loop.time() >= deadline:
                 raise
@@ -440,8 +422,10 @@ def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> _
     (``sqlite+aiosqlite:///...``, ``postgresql+asyncpg://...``).
 
     Options:
-        migrate (bool): upgrade an older schema (default True); if False, an
-            older or empty database raises SchemaError.
+        migrate (bool | "create"): create the schema of a new database and
+            upgrade an older one (True, the default); create a new one but never
+            upgrade ("create"); or neither (False): then an older or empty
+            database raises SchemaError.
         busy_timeout (float): seconds a writer waits for another writer's lock
             before StorageError (default 5; on PostgreSQL the ``lock_timeout``).
         echo (bool): log every SQL statement.

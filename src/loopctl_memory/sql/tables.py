@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from typing import Any
-
 from sqlalchemy import (
-    ARRAY,
     BigInteger,
     Boolean,
     CheckConstraint,
@@ -21,16 +16,7 @@ from sqlalchemy import (
     Table,
     Text,
     Uuid,
-    func,
-    literal,
-    select,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql import ColumnElement, Select
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.functions import FunctionElement
-from sqlalchemy.types import Boolean as BooleanType
 
 from loopctl_memory.entry import MemoryCategory
 from loopctl_memory.sql.text import Utf8Text
@@ -49,7 +35,7 @@ metadata = MetaData(
 _Seq = BigInteger().with_variant(Integer(), "sqlite")
 
 # Comparisons, not an IN list: SQLite checks an IN list of more than two constants
-# against a temporary table it builds again for every row (migration 0003).
+# against a temporary table it builds again for every row it checks.
 _CATEGORY_CHECK = " OR ".join(f"category = '{category.value}'" for category in MemoryCategory)
 
 entries = Table(
@@ -86,45 +72,26 @@ tags = Table(
 )
 
 
-def int_list(values: Iterable[int], dialect: Dialect) -> Select[Any]:
-    """A subquery of integers passed as one parameter, for ``column.in_(...)``.
+ENTRY_FIELDS = (
+    "seq",
+    "id",
+    "category",
+    "memory",
+    "memory_lower",
+    "relevance",
+    "created_at_us",
+    "access_count",
+    "validated",
+)
+"""The entries columns, in the order of a backend's entry rows (see ``flat.FlatEntry``)."""
 
-    One parameter instead of one per value: no limit on how many, and one
-    statement shape for the cache. SQLite reads a JSON array, PostgreSQL an array.
-    """
-    ordered = sorted(values)
-    if dialect.name == "postgresql":
-        return select(func.unnest(literal(ordered, ARRAY(BigInteger()))))
-    return select(func.json_each(json.dumps(ordered)).table_valued("value"))
-
-
-def contains(haystack: ColumnElement[str], needle: str) -> _Contains:
-    """``needle`` occurs in the column ``haystack``, case-sensitively, as a plain substring.
-
-    Unlike LIKE it has no wildcards and no escaping to get wrong. The needle is
-    bound with the column's type, so it is stored the way the column is.
-    """
-    return _Contains(haystack, literal(needle, haystack.type))
-
-
-class _Contains(FunctionElement[bool]):
-    """See :func:`contains`."""
-
-    type = BooleanType()
-    name = "contains"
-    inherit_cache = True
-
-
-@compiles(_Contains, "sqlite")
-def _contains_sqlite(element: _Contains, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"(instr({compiler.process(element.clauses, **kw)}) > 0)"
-
-
-@compiles(_Contains, "postgresql")
-def _contains_postgresql(element: _Contains, compiler: SQLCompiler, **kw: Any) -> str:
-    haystack, needle = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"(position({needle} IN {haystack}) > 0)"  # on bytes: see Utf8Text
-
+# Batch inserts go to the driver's executemany directly, with rows as tuples:
+# SQLAlchemy's per-row parameter processing costs more than the database's work.
+INSERT_ENTRIES = (
+    f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) "  # noqa: S608 - our own names only
+    f"VALUES ({', '.join('?' * len(ENTRY_FIELDS))})"
+)
+INSERT_TAGS = "INSERT INTO tags (entry_seq, position, tag, tag_lower) VALUES (?, ?, ?, ?)"
 
 # --- the token index (see loopctl_memory.sql.index) ---------------------------
 

@@ -26,20 +26,6 @@ def _decode(value: bytes | None) -> str | None:
     return None if value is None else bytes(value).decode("utf-8")
 
 
-def as_stored(dialect: Dialect) -> Callable[[str], Any]:
-    """How a str is passed to this dialect's driver for a Utf8Text column (raw SQL paths)."""
-    return str.encode if _on_bytes(dialect) else str
-
-
-def from_stored(dialect: Dialect) -> Callable[[Any], str]:
-    """How a Utf8Text value read by this dialect's driver becomes a str (raw SQL paths)."""
-    return _decode_bytes if _on_bytes(dialect) else str
-
-
-def _decode_bytes(value: Any) -> str:
-    return bytes(value).decode("utf-8")
-
-
 def _on_bytes(dialect: Dialect) -> bool:
     return dialect.name == "postgresql"
 

@@ -1,0 +1,407 @@
+"""Where SQLite and PostgreSQL differ, in one place: a :class:`Backend` for each.
+
+Everything else under ``sql/`` is written once, in SQLAlchemy Core or in plain
+SQL with ``?`` placeholders, and asks the backend of its connection
+(:func:`backend_of`) for what the two databases do differently: engine options
+and transaction handling, how a batch of rows is bound, text encoding, lists of
+integers, substring tests, statistics and storage size.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import aiosqlite
+from sqlalchemy import ARRAY, BigInteger, event, func, literal, select
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql import ColumnElement, Select
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.types import Boolean
+
+from loopctl_memory.flat import FlatBatch
+from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS
+
+_BEGIN_MODE = "loopctl_begin"  # execution option read by the "begin" listeners
+WRITE = "IMMEDIATE"
+
+PAGE_SIZE = 8192
+"""Bytes a page of a new SQLite file; a file keeps the page size it was created with.
+
+Larger than SQLite's default 4096: half the write-ahead log frames and checkpoint
+calls for a batch write, the same speed for single stores and retrieval."""
+
+WRITERS_LOCK = 0x6C6F6F70_6D656D  # "loopmem": the PostgreSQL advisory lock writers queue on
+
+EntryRow = tuple[Any, ...]
+
+_INSERT_ONE = (
+    f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) VALUES ("  # noqa: S608 - our own names
+    "(SELECT max(coalesce(max(seq), 0), coalesce((SELECT indexed_through FROM index_state), 0))"
+    f" + 1 FROM entries), {', '.join('?' * (len(ENTRY_FIELDS) - 1))})"
+)
+
+
+class Backend:
+    """What one database does its own way. One instance per dialect, shared."""
+
+    name: ClassVar[str]
+    stores_one_directly: ClassVar[bool] = False
+    """Whether :meth:`store_one` is a faster path for a single entry than a batch of one."""
+
+    def engine_options(self, *, memory: bool, busy_timeout: float, pool: Any) -> dict[str, Any]:
+        """Keyword arguments for ``create_async_engine`` besides the URL."""
+        raise NotImplementedError
+
+    def configure(self, engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
+        """Install the engine's connection and transaction listeners."""
+        raise NotImplementedError
+
+    def begin_options(self, *, write: bool) -> dict[str, Any]:
+        """Execution options for the connection's next transactions: a write or a read."""
+        return {_BEGIN_MODE: WRITE if write else ""}
+
+    def encode(self, text: str) -> Any:
+        """A str as the driver takes it for a ``Utf8Text`` column (raw SQL paths)."""
+        return text
+
+    def decode(self, stored: Any) -> str:
+        """A ``Utf8Text`` value as the driver returns it (raw SQL paths), as a str."""
+        return str(stored)
+
+    def sql(self, statement: str) -> str:
+        """``statement``, written with ``?`` placeholders, in the driver's style."""
+        return statement
+
+    def entry_rows(self, batch: FlatBatch, first_seq: int) -> list[EntryRow]:
+        """The batch's entries as rows for ``INSERT INTO entries (seq, ...)``, numbered on."""
+        return [(first_seq + index, *entry) for index, entry in enumerate(batch.entries)]
+
+    def tag_rows(self, batch: FlatBatch, first_seq: int) -> list[EntryRow]:
+        """The batch's tags as rows for ``INSERT INTO tags (entry_seq, ...)``."""
+        return [(first_seq + index, *rest) for index, *rest in batch.tags]
+
+    def int_list(self, values: list[int]) -> Select[Any]:
+        """A subquery of integers passed as one parameter, for ``column.in_(...)``.
+
+        One parameter instead of one per value: no limit on how many, and one
+        statement shape for the statement cache.
+        """
+        raise NotImplementedError
+
+    def storage_bytes(self, connection: Connection) -> int:
+        """Bytes the store's tables and indexes take in the database."""
+        raise NotImplementedError
+
+    def after_indexing(self, connection: Connection, tables: list[str]) -> None:
+        """Called once a write added a block of postings; nothing to do by default."""
+
+    async def store_one(self, driver: Any, batch: FlatBatch) -> int:
+        """Store a batch of one entry in a transaction of its own on the driver's connection.
+
+        Returns the entry's seq. Only where :attr:`stores_one_directly`.
+        """
+        raise NotImplementedError
+
+    @contextmanager
+    def migrating(self, connection: Connection) -> Iterator[None]:
+        """Around a migration's transaction; nothing to do by default."""
+        yield
+
+    def after_open(self, connection: Connection, *, memory: bool) -> None:
+        """Run once the schema is known to be ours, outside any transaction; may raise "locked"."""
+
+
+class SqliteBackend(Backend):
+    """SQLite through aiosqlite: WAL, ``BEGIN IMMEDIATE`` for writes, one connection in memory."""
+
+    name = "sqlite"
+    stores_one_directly = callable(getattr(aiosqlite.Connection, "_execute", None))
+
+    def engine_options(self, *, memory: bool, busy_timeout: float, pool: Any) -> dict[str, Any]:
+        """A busy timeout; ``:memory:`` is one shared connection (StaticPool)."""
+        del pool  # a file's connections are cheap and SQLite has no server to spare
+        options: dict[str, Any] = {
+            "connect_args": {"timeout": busy_timeout, "check_same_thread": False},
+            # Every unit of work ends in COMMIT or ROLLBACK: the pool's reset is a wasted trip.
+            "pool_reset_on_return": None,
+        }
+        if memory:
+            options["poolclass"] = StaticPool
+        return options
+
+    def configure(self, engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
+        """Pragmas on every connection; BEGIN emitted by us, IMMEDIATE for writes."""
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: object) -> None:
+            # None: the driver never emits BEGIN on its own; the "begin" listener does.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute("PRAGMA foreign_keys=ON")
+                cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+                if not memory:
+                    # Takes effect only while the file is still empty; SQLite ignores it after.
+                    cursor.execute(f"PRAGMA page_size={PAGE_SIZE}")
+                    cursor.execute("PRAGMA synchronous=NORMAL")
+                    # The random-UUID unique index misses the default 2 MiB of page cache.
+                    cursor.execute("PRAGMA cache_size=-65536")
+            finally:
+                cursor.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(connection: Connection) -> None:
+            # BEGIN IMMEDIATE for writes: a deferred transaction that upgrades to a
+            # write fails at once with "database is locked" under WAL, whatever the timeout.
+            mode = connection.get_execution_options().get(_BEGIN_MODE, "")
+            connection.exec_driver_sql(f"BEGIN {mode}".rstrip())
+
+    async def store_one(self, driver: Any, batch: FlatBatch) -> int:
+        """One hop to aiosqlite's thread for the whole transaction, where a batch makes a dozen.
+
+        aiosqlite has no public call that runs a function in its thread, so this
+        uses its ``_execute`` (``tests/unit/test_single_store.py`` pins the
+        versions it is known on); without it, single entries go as batches.
+        """
+        seq: int = await driver._execute(_store_one, driver._conn, batch)
+        return seq
+
+    def int_list(self, values: list[int]) -> Select[Any]:
+        """A JSON array read by ``json_each``."""
+        return select(func.json_each(json.dumps(sorted(values))).table_valued("value"))
+
+    def storage_bytes(self, connection: Connection) -> int:
+        """Pages times page size (the write-ahead log excluded)."""
+        pages = connection.exec_driver_sql("PRAGMA page_count").scalar_one()
+        page_size = connection.exec_driver_sql("PRAGMA page_size").scalar_one()
+        return int(pages) * int(page_size)
+
+    def after_open(self, connection: Connection, *, memory: bool) -> None:
+        """Switch a file to write-ahead logging (a persistent property of the file).
+
+        Only once the schema is known to be ours: the switch rewrites the file
+        header, and a file we refuse must be left exactly as it was. It needs the
+        file to itself and SQLite does not wait here, so the caller retries.
+        """
+        if memory:
+            return
+        mode = outside_transaction(connection, "PRAGMA journal_mode")
+        if not mode or str(mode[0][0]).lower() != "wal":
+            outside_transaction(connection, "PRAGMA journal_mode=WAL")
+
+    @contextmanager
+    def migrating(self, connection: Connection) -> Iterator[None]:
+        """Foreign keys off, outside any transaction (inside one SQLite ignores the pragma).
+
+        A batch migration rebuilds a table; with foreign keys on, dropping the old
+        parent table would cascade-delete every child row. The migration checks
+        ``PRAGMA foreign_key_check`` before it commits instead.
+        """
+        outside_transaction(connection, "PRAGMA foreign_keys=OFF")
+        try:
+            yield
+        finally:
+            outside_transaction(connection, "PRAGMA foreign_keys=ON")
+
+
+class PostgresqlBackend(Backend):
+    """PostgreSQL through asyncpg: a pool, writers queued on one advisory lock, text as bytes."""
+
+    name = "postgresql"
+
+    def engine_options(self, *, memory: bool, busy_timeout: float, pool: Any) -> dict[str, Any]:
+        """The pool, the lock and statement timeouts, REPEATABLE READ reads."""
+        del memory
+        settings = {"lock_timeout": str(_milliseconds(busy_timeout))}
+        if pool.statement_timeout is not None:
+            settings["statement_timeout"] = str(_milliseconds(pool.statement_timeout))
+        return {
+            "isolation_level": "REPEATABLE READ",
+            "pool_size": pool.pool_size,
+            "max_overflow": pool.max_overflow,
+            "pool_timeout": pool.pool_timeout,
+            "pool_pre_ping": True,
+            "connect_args": {"server_settings": settings, "timeout": pool.connect_timeout},
+        }
+
+    def configure(self, engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
+        """A write transaction first takes the writers' lock."""
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(connection: Connection) -> None:
+            if connection.get_execution_options().get(_BEGIN_MODE) == WRITE:
+                # Held until COMMIT or ROLLBACK: one writer at a time, as on SQLite.
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITERS_LOCK})")
+
+    def begin_options(self, *, write: bool) -> dict[str, Any]:
+        """Writes in READ COMMITTED behind the lock; reads in one REPEATABLE READ snapshot."""
+        isolation = "READ COMMITTED" if write else "REPEATABLE READ"
+        return {**super().begin_options(write=write), "isolation_level": isolation}
+
+    def encode(self, text: str) -> Any:
+        """UTF-8 bytes: the column is BYTEA (see ``Utf8Text``)."""
+        return text.encode()
+
+    def decode(self, stored: Any) -> str:
+        """Bytes back to a str."""
+        return bytes(stored).decode()
+
+    def sql(self, statement: str) -> str:
+        """``$1``, ``$2``... for asyncpg (our statements never hold a literal ``?``)."""
+        pieces = statement.split("?")
+        numbered = [f"{piece}${number}" for number, piece in enumerate(pieces[:-1], start=1)]
+        return "".join(numbered) + pieces[-1]
+
+    def entry_rows(self, batch: FlatBatch, first_seq: int) -> list[EntryRow]:
+        """A UUID, a bool and text as bytes, as asyncpg binds them."""
+        return [
+            (
+                first_seq + index,
+                uuid.UUID(hex=hex_id),
+                category,
+                memory.encode(),
+                memory_lower.encode(),
+                relevance,
+                created_at_us,
+                access_count,
+                bool(validated),
+            )
+            for index, (
+                hex_id,
+                category,
+                memory,
+                memory_lower,
+                relevance,
+                created_at_us,
+                access_count,
+                validated,
+            ) in enumerate(batch.entries)
+        ]
+
+    def tag_rows(self, batch: FlatBatch, first_seq: int) -> list[EntryRow]:
+        """Tags as bytes."""
+        return [
+            (first_seq + index, position, tag.encode(), lower.encode())
+            for index, position, tag, lower in batch.tags
+        ]
+
+    def int_list(self, values: list[int]) -> Select[Any]:
+        """An array parameter, unnested."""
+        return select(func.unnest(literal(sorted(values), ARRAY(BigInteger()))))
+
+    def storage_bytes(self, connection: Connection) -> int:
+        """The total relation size of our tables in the current schema."""
+        return int(
+            connection.exec_driver_sql(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind = 'r' AND n.nspname = current_schema() "
+                "AND c.relname IN ('entries', 'tags', 'tokens', 'postings', 'tag_values', "
+                "'tag_postings', 'index_state', 'alembic_version')"
+            ).scalar_one()
+        )
+
+    def after_indexing(self, connection: Connection, tables: list[str]) -> None:
+        """ANALYZE our tables once a fifth of the entries changed since the last time.
+
+        Autovacuum does it too, but up to a minute later; until then the planner
+        takes a bulk-loaded table for an empty one and scans where it should seek.
+        """
+        changed, live = connection.exec_driver_sql(
+            "SELECT coalesce(n_mod_since_analyze, 0), coalesce(n_live_tup, 0) "
+            "FROM pg_stat_user_tables WHERE relid = 'entries'::regclass"
+        ).one()
+        if changed > 0.2 * live:
+            connection.exec_driver_sql(f"ANALYZE {', '.join(tables)}")
+
+
+def _store_one(connection: Any, batch: FlatBatch) -> int:
+    """Store a batch of one in its own transaction on a ``sqlite3`` connection; its seq.
+
+    The seq comes from the statement itself (above every entry and the
+    watermark, as ``index.write_position`` reads it).
+    """
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        seq = int(connection.execute(_INSERT_ONE, batch.entries[0]).lastrowid)
+        if batch.tags:
+            rows = [(seq, position, tag, lower) for _, position, tag, lower in batch.tags]
+            connection.executemany(INSERT_TAGS, rows)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    return seq
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+_BACKENDS: dict[str, Backend] = {"sqlite": SqliteBackend(), "postgresql": PostgresqlBackend()}
+
+
+def backend_named(name: str) -> Backend:
+    """The backend of a dialect name ("sqlite", "postgresql")."""
+    return _BACKENDS[name]
+
+
+def backend_of(connection: Connection | AsyncConnection | Dialect) -> Backend:
+    """The backend of a connection's (or a dialect's) database."""
+    dialect = connection if isinstance(connection, Dialect) else connection.dialect
+    return _BACKENDS[dialect.name]
+
+
+def outside_transaction(connection: Connection, statement: str) -> list[Any]:
+    """Run ``statement`` on the driver's own connection and return its rows.
+
+    For what SQLite refuses or ignores inside a transaction (the journal mode,
+    ``PRAGMA foreign_keys``): ``Connection.execute`` would begin one first. The
+    connection must not be in a transaction.
+    """
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(statement)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+# --- a substring test, compiled for each database ---------------------------------
+
+
+def contains(haystack: ColumnElement[str], needle: str) -> _Contains:
+    """``needle`` occurs in the column ``haystack``, case-sensitively, as a plain substring.
+
+    Unlike LIKE it has no wildcards and no escaping to get wrong. The needle is
+    bound with the column's type, so it is stored the way the column is.
+    """
+    return _Contains(haystack, literal(needle, haystack.type))
+
+
+class _Contains(FunctionElement[bool]):
+    """See :func:`contains`."""
+
+    type = Boolean()
+    name = "contains"
+    inherit_cache = True
+
+
+@compiles(_Contains, "sqlite")
+def _contains_sqlite(element: _Contains, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"(instr({compiler.process(element.clauses, **kw)}) > 0)"
+
+
+@compiles(_Contains, "postgresql")
+def _contains_postgresql(element: _Contains, compiler: SQLCompiler, **kw: Any) -> str:
+    haystack, needle = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"(position({needle} IN {haystack}) > 0)"  # on bytes: see Utf8Text
