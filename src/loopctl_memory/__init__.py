@@ -43,9 +43,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # The SQL store pulls in SQLAlchemy and alembic, and the version importlib.metadata:
-    # loaded on first use, so that what needs neither (the JSON Lines parser) starts fast.
-    # So is the in-memory store, which the import's parser processes never use.
+    # The SQL store pulls in SQLAlchemy, and the version importlib.metadata: loaded on
+    # first use, so that what needs neither (the command line's --help) starts fast.
     if name == "InMemoryStore":
         from loopctl_memory.builtin import InMemoryStore  # noqa: PLC0415 - see above
 

@@ -12,7 +12,7 @@ import contextlib
 import errno
 import json
 import sys
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -99,10 +99,6 @@ class _Settings:
         """Whether the database is a throwaway ``:memory:`` one."""
         return self.db is not None and self.resolved().is_memory
 
-    def hint(self, error: StorageError) -> StorageError:
-        """``error`` with where the database came from, so the user knows what to fix."""
-        return StorageError(f"{error} (database from {self.source}; check it or pass --db)")
-
 
 @contextlib.asynccontextmanager
 async def _opened(settings: _Settings, *, create: bool) -> AsyncIterator[SqlMemoryStore]:
@@ -114,14 +110,22 @@ async def _opened(settings: _Settings, *, create: bool) -> AsyncIterator[SqlMemo
     from loopctl_memory.sql.store import open_store
 
     target = settings.locate(create=create)
-    try:
-        store = await open_store(
-            target, migrate="create" if create or settings.is_memory() else False
-        )
-    except StorageError as exc:
-        raise settings.hint(exc) from exc
-    async with store:
+    async with open_store(
+        target, migrate="create" if create or settings.is_memory() else False
+    ) as store:
         yield store
+
+
+def _with_store(
+    settings: _Settings, work: Callable[[SqlMemoryStore], Awaitable[T]], *, create: bool = False
+) -> T:
+    """Open the store, run one library call on it, close it; return what the call returned."""
+
+    async def run() -> T:
+        async with _opened(settings, create=create) as store:
+            return await work(store)
+
+    return _run(run())
 
 
 def _run(work: Coroutine[Any, Any, T]) -> T:
@@ -178,7 +182,11 @@ class _Cli(click.Group):
         except LoopMemoryError as exc:
             if debug:
                 raise
-            raise click.ClickException(_one_line(str(exc))) from exc
+            message = str(exc)
+            if isinstance(exc, StorageError) and isinstance(ctx.obj, _Settings):
+                # Where the database came from, so that the user knows what to fix.
+                message += f" (database from {ctx.obj.source}; check it or pass --db)"
+            raise click.ClickException(_one_line(message)) from exc
         except OSError as exc:
             if debug or exc.errno == errno.EPIPE:
                 raise
@@ -239,11 +247,7 @@ def init(settings: _Settings) -> None:
     """Create the database, or bring its schema to the newest revision."""
     from loopctl_memory import migrate
 
-    target = settings.locate(create=True)
-    try:
-        before, after = _run(migrate.migrate_to(target, "head"))
-    except StorageError as exc:
-        raise settings.hint(exc) from exc
+    before, after = _run(migrate.migrate_to(settings.locate(create=True), "head"))
     where = settings.resolved().describe()
     if before is None:
         click.echo(f"Created {where} at schema revision {after}")
@@ -282,17 +286,14 @@ def migrate_command(settings: _Settings, revision: str | None, list_only: bool, 
         raise click.BadParameter(str(exc), ctx=context, param_hint="'--to'") from None
     target = settings.locate(create=True)
     where = settings.resolved().describe()
-    try:
-        if not yes:
-            now = _run(migrate.revision_of(target))
-            if migrate.is_downgrade(now, wanted):
-                _confirm(
-                    f"Downgrade {where} from {now} to {wanted or 'base'}? "
-                    "What the newer revisions hold is dropped."
-                )
-        before, after = _run(migrate.migrate_to(target, wanted or "base"))
-    except StorageError as exc:
-        raise settings.hint(exc) from exc
+    if not yes:
+        now = _run(migrate.revision_of(target))
+        if migrate.is_downgrade(now, wanted):
+            _confirm(
+                f"Downgrade {where} from {now} to {wanted or 'base'}? "
+                "What the newer revisions hold is dropped."
+            )
+    before, after = _run(migrate.migrate_to(target, wanted or "base"))
     if before == after:
         click.echo(f"{where} is already at schema revision {after or 'base'}")
     else:
@@ -305,10 +306,7 @@ def _list_revisions(settings: _Settings) -> None:
 
     file = settings.sqlite_file()
     missing = file is not None and not file.exists()
-    try:
-        current = None if missing else _run(migrate.revision_of(settings.target()))
-    except StorageError as exc:
-        raise settings.hint(exc) from exc
+    current = None if missing else _run(migrate.revision_of(settings.target()))
     head = migrate.head()
     console().print(revisions_table(migrate.history(), current=current, head=head))
     where = settings.resolved().describe()
@@ -355,11 +353,7 @@ def add(
         MemoryCategory(category), text, tags=list(tags), relevance=relevance, validated=validated
     )
 
-    async def work() -> None:
-        async with _opened(settings, create=True) as store:
-            await store.store(entry)
-
-    _run(work())
+    _with_store(settings, lambda store: store.store(entry), create=True)
     click.echo(str(entry.id))
 
 
@@ -379,12 +373,7 @@ def add(
 @click.pass_obj
 def search(settings: _Settings, query: str, limit: int, as_json: bool) -> None:
     """Show the memories that best match QUERY, best first, as the agent would see them."""
-
-    async def work() -> list[MemoryEntry]:
-        async with _opened(settings, create=False) as store:
-            return await store.retrieve(query, limit)
-
-    found = _run(work())
+    found = _with_store(settings, lambda store: store.retrieve(query, limit))
     if as_json:
         _echo_json([entry_to_dict(entry) for entry in found])
     elif not found:
@@ -395,24 +384,15 @@ def search(settings: _Settings, query: str, limit: int, as_json: bool) -> None:
         console().print(results_table(query, found))
 
 
-def _get_entry(settings: _Settings, entry_id: Any) -> MemoryEntry:
-    async def work() -> MemoryEntry | None:
-        async with _opened(settings, create=False) as store:
-            return await store.get(entry_id)
-
-    found = _run(work())
-    if found is None:
-        raise click.ClickException(f"no memory with id {entry_id}; `{PROG} search` shows the ids")
-    return found
-
-
 @cli.command(epilog=_example(f"{PROG} get 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b --json"))
 @click.argument("entry_id", metavar="ID", type=click.UUID)
 @click.option("--json", "as_json", is_flag=True, help="Print the entry as JSON.")
 @click.pass_obj
 def get(settings: _Settings, entry_id: Any, as_json: bool) -> None:
     """Show every field of the memory with this ID."""
-    found = _get_entry(settings, entry_id)
+    found = _with_store(settings, lambda store: store.get(entry_id))
+    if found is None:
+        raise click.ClickException(f"no memory with id {entry_id}; `{PROG} search` shows the ids")
     if as_json:
         _echo_json(entry_to_dict(found))
     else:
@@ -426,12 +406,7 @@ def get(settings: _Settings, entry_id: Any, as_json: bool) -> None:
 @click.pass_obj
 def delete(settings: _Settings, entry_id: Any) -> None:
     """Delete the memory with this ID."""
-
-    async def work() -> bool:
-        async with _opened(settings, create=False) as store:
-            return await store.delete(entry_id)
-
-    if not _run(work()):
+    if not _with_store(settings, lambda store: store.delete(entry_id)):
         raise click.ClickException(f"no memory with id {entry_id}; nothing was deleted")
     click.echo(f"Deleted {entry_id}")
 
@@ -458,17 +433,16 @@ def _confirm(question: str) -> None:
 def consolidate(settings: _Settings, yes: bool, as_json: bool) -> None:
     """Delete every memory whose relevance is below 0.05, and print what changed."""
 
-    async def work() -> tuple[str, ConsolidationStats]:
-        async with _opened(settings, create=False) as store:
-            if not yes:
-                total = await store.count()
-                _confirm(
-                    f"Delete every memory with relevance below 0.05 from {store.target} "
-                    f"({total} stored)?"
-                )
-            return store.target, await store.consolidate()
+    async def work(store: SqlMemoryStore) -> tuple[str, ConsolidationStats]:
+        if not yes:
+            total = await store.count()
+            _confirm(
+                f"Delete every memory with relevance below 0.05 from {store.target} "
+                f"({total} stored)?"
+            )
+        return store.target, await store.consolidate()
 
-    where, stats = _run(work())
+    where, stats = _with_store(settings, work)
     if as_json:
         _echo_json(asdict(stats))
     else:
@@ -484,17 +458,16 @@ def stats(settings: _Settings, as_json: bool) -> None:
     """Show how many memories there are, by category and relevance, and where they live."""
     from loopctl_memory.views import StoreStats, console, database_size, stats_view
 
-    async def work() -> StoreStats:
-        async with _opened(settings, create=False) as store:
-            file = settings.sqlite_file()
-            return StoreStats(
-                database=store.target if file is None else str(file.resolve()),
-                size_bytes=database_size(file) if file else await store.storage_bytes(),
-                schema_revision=await store.schema_revision(),
-                summary=await store.summary(),
-            )
+    async def work(store: SqlMemoryStore) -> StoreStats:
+        file = settings.sqlite_file()
+        return StoreStats(
+            database=store.target if file is None else str(file.resolve()),
+            size_bytes=database_size(file) if file else await store.storage_bytes(),
+            schema_revision=await store.schema_revision(),
+            summary=await store.summary(),
+        )
 
-    found = _run(work())
+    found = _with_store(settings, work)
     if as_json:
         _echo_json(found.to_json())
     else:
@@ -523,11 +496,8 @@ def export_command(settings: _Settings, output: Path | None) -> None:
             f"cannot write {output}: the directory {output.parent} does not exist"
         )
 
-    async def work() -> int:
-        async with _opened(settings, create=False) as store:
-            return await export_jsonl(store, sys.stdout.buffer if output is None else output)
-
-    written = _run(work())
+    target = sys.stdout.buffer if output is None else output
+    written = _with_store(settings, lambda store: export_jsonl(store, target))
     if output is None:
         sys.stdout.buffer.flush()
     else:
@@ -557,36 +527,20 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
     Each batch of lines is one transaction: a bad line stops the import before
     its batch is stored, and the error names the line.
     """
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from loopctl_memory.jsonl import ImportFailedError, import_jsonl
-    from loopctl_memory.views import console
+    from loopctl_memory.jsonl import ImportFailedError, ImportReport, import_jsonl
+    from loopctl_memory.views import ImportProgress
 
     piped = str(file) == "-"
     name = "standard input" if piped else str(file)
-    err = console(stderr=True)
-    bar = Progress(
-        TextColumn("importing {task.fields[entries]} entries"),
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        disable=not err.is_terminal,
-    )
-    task = bar.add_task("importing", total=None if piped else file.stat().st_size, entries=0)
+    progress = ImportProgress(None if piped else file.stat().st_size)
 
-    def advance(stored: int, consumed: int) -> None:
-        bar.update(task, advance=consumed, entries=stored)
-
-    async def work() -> int:
-        async with _opened(settings, create=True) as store:
-            source = sys.stdin.buffer if piped else file
-            report = await import_jsonl(store, source, batch_size=batch_size, on_progress=advance)
-            return report.entries
+    def work(store: SqlMemoryStore) -> Awaitable[ImportReport]:
+        source = sys.stdin.buffer if piped else file
+        return import_jsonl(store, source, batch_size=batch_size, on_progress=progress.advance)
 
     try:
-        with bar:
-            imported = _run(work())
+        with progress:
+            imported = _with_store(settings, work, create=True).entries
     except ImportFailedError as exc:
         if not exc.imported:
             advice = "fix the input and import it again"

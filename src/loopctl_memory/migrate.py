@@ -1,12 +1,13 @@
 """The schema's revisions: open fast at head, create new databases, upgrade with alembic.
 
-The migrations ship inside the package (``loopctl_memory/migrations``), so this
+The migrations live in the repository's ``migrations/`` and ship inside the
+wheel as ``loopctl_memory/migrations`` (see :func:`script_location`), so this
 works from an installed wheel in any working directory. Every function takes a
 synchronous SQLAlchemy connection (use ``AsyncConnection.run_sync``) that is
 not yet in a transaction; each runs in one transaction of its own.
 
 Opening a database already at :data:`HEAD_REVISION` and creating a new one never
-load alembic (a fifth of a command's start-up); only upgrades, downgrades,
+load alembic (a large part of a command's start-up); only upgrades, downgrades,
 listings and the drift check do.
 """
 

@@ -42,7 +42,7 @@ _WHITE_SPACE = re.compile(
 
 def split_whitespace(text: str) -> list[str]:
     """Split ``text`` exactly as Rust's ``str::split_whitespace`` does."""
-    # Four substring tests (memchr each) cost a tenth of a regex search of the text.
+    # Four substring tests (memchr each) are far cheaper than a regex search of the text.
     if "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text:
         return [word for word in _WHITE_SPACE.split(text) if word]
     return text.split()  # the same set, less U+001C..U+001F, which are absent

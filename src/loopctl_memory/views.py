@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console, Group
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -140,6 +141,33 @@ def _human_size(size: int) -> str:
             return f"{size} bytes" if unit == "bytes" else f"{amount:.1f} {unit}"
         amount /= 1024
     return f"{size} bytes"  # pragma: no cover - the loop always returns
+
+
+class ImportProgress:
+    """The ``import`` progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, total_bytes: int | None) -> None:
+        err = console(stderr=True)
+        self._bar = Progress(
+            TextColumn("importing {task.fields[entries]} entries"),
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=not err.is_terminal,
+        )
+        self._task = self._bar.add_task("importing", total=total_bytes, entries=0)
+
+    def advance(self, stored: int, consumed: int) -> None:
+        """After a batch: ``stored`` entries in all, ``consumed`` more bytes read."""
+        self._bar.update(self._task, advance=consumed, entries=stored)
+
+    def __enter__(self) -> ImportProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._bar.stop()
 
 
 def console(*, stderr: bool = False) -> Console:
