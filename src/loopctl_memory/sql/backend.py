@@ -9,11 +9,13 @@ integers, substring tests, statistics and storage size.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import aiosqlite
 from sqlalchemy import ARRAY, BigInteger, event, func, literal, select
@@ -28,6 +30,9 @@ from sqlalchemy.types import Boolean
 
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS
+
+if TYPE_CHECKING:
+    from loopctl_memory.sql.engine import PoolOptions
 
 _BEGIN_MODE = "loopctl_begin"  # execution option read by the "begin" listeners
 WRITE = "IMMEDIATE"
@@ -56,7 +61,9 @@ class Backend:
     stores_one_directly: ClassVar[bool] = False
     """Whether :meth:`store_one` is a faster path for a single entry than a batch of one."""
 
-    def engine_options(self, *, memory: bool, busy_timeout: float, pool: Any) -> dict[str, Any]:
+    def engine_options(
+        self, *, memory: bool, busy_timeout: float, pool: PoolOptions
+    ) -> dict[str, Any]:
         """Keyword arguments for ``create_async_engine`` besides the URL."""
         raise NotImplementedError
 
@@ -125,7 +132,9 @@ class SqliteBackend(Backend):
     name = "sqlite"
     stores_one_directly = callable(getattr(aiosqlite.Connection, "_execute", None))
 
-    def engine_options(self, *, memory: bool, busy_timeout: float, pool: Any) -> dict[str, Any]:
+    def engine_options(
+        self, *, memory: bool, busy_timeout: float, pool: PoolOptions
+    ) -> dict[str, Any]:
         """A busy timeout; ``:memory:`` is one shared connection (StaticPool)."""
         del pool  # a file's connections are cheap and SQLite has no server to spare
         options: dict[str, Any] = {
@@ -139,6 +148,13 @@ class SqliteBackend(Backend):
 
     def configure(self, engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
         """Pragmas on every connection; BEGIN emitted by us, IMMEDIATE for writes."""
+
+        @event.listens_for(engine.sync_engine, "do_connect")
+        def _do_connect(
+            dialect: Any, _record: object, cargs: list[Any], cparams: dict[str, Any]
+        ) -> Any:
+            # The dialect's own connect, with its arguments from the URL, through _open_aiosqlite.
+            return dialect.loaded_dbapi.connect(*cargs, async_creator_fn=_open_aiosqlite, **cparams)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: object) -> None:
@@ -217,7 +233,9 @@ class PostgresqlBackend(Backend):
 
     name = "postgresql"
 
-    def engine_options(self, *, memory: bool, busy_timeout: float, pool: Any) -> dict[str, Any]:
+    def engine_options(
+        self, *, memory: bool, busy_timeout: float, pool: PoolOptions
+    ) -> dict[str, Any]:
         """The pool, the lock and statement timeouts, REPEATABLE READ reads."""
         del memory
         settings = {"lock_timeout": str(_milliseconds(busy_timeout))}
@@ -321,6 +339,26 @@ class PostgresqlBackend(Backend):
         ).one()
         if changed > 0.2 * live:
             connection.exec_driver_sql(f"ANALYZE {', '.join(tables)}")
+
+
+async def _open_aiosqlite(*args: Any, **kwargs: Any) -> aiosqlite.Connection:
+    """``aiosqlite.connect``, which on failure also waits for the worker thread to stop.
+
+    When opening fails (a missing directory, a file it may not read), aiosqlite
+    queues the stop of its worker thread without waiting for it; the thread then
+    hands the stop's result to the event loop, and if the loop has closed
+    meanwhile (``asyncio.run`` returning, a test ending) it dies with "Event loop
+    is closed". Waiting here keeps the loop open until then.
+    """
+    connection = aiosqlite.connect(*args, **kwargs)
+    # Before 0.22 the connection is the thread itself.
+    worker = connection if isinstance(connection, threading.Thread) else connection._thread
+    worker.daemon = True  # as SQLAlchemy makes the threads it starts: never keep the process
+    try:
+        return await connection
+    except BaseException:
+        await asyncio.to_thread(worker.join, 1.0)  # it has nothing left to do but stop
+        raise
 
 
 def _store_one(connection: Any, batch: FlatBatch) -> int:
