@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, migrate, open_store
+from loopctl_memory import (
+    InMemoryStore,
+    MemoryCategory,
+    MemoryEntry,
+    SchemaError,
+    migrate,
+    open_store,
+)
 from loopctl_memory.cli import DB_ENVVAR, cli
 from loopctl_memory.jsonl import entry_from_json
 from tests.reliability.fixtures import make_0001_fixture
@@ -121,6 +128,17 @@ async def test_open_store_upgrades_the_fixture_with_every_entry_intact(copy):
         async with store.engine.connect() as connection:
             await connection.run_sync(migrate.check)
     assert [("ok",)] == _raw(copy, "PRAGMA integrity_check")
+
+
+async def test_migrate_create_creates_a_new_database_but_never_upgrades_an_old_one(copy):
+    before = copy.read_bytes()
+    with pytest.raises(SchemaError, match="at revision 0001"):
+        await open_store(copy, migrate="create")
+    assert before == copy.read_bytes()
+    with pytest.raises(SchemaError, match="not initialised"):
+        await open_store(copy.with_name("new.db"), migrate=False)
+    async with open_store(copy.with_name("new.db"), migrate="create") as store:
+        assert migrate.head() == await store.schema_revision()
 
 
 async def test_the_upgraded_fixture_retrieves_exactly_as_the_reference(copy):
