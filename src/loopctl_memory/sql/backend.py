@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import aiosqlite
 from sqlalchemy import ARRAY, BigInteger, event, func, literal, select
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import StaticPool
@@ -393,10 +393,9 @@ def backend_named(name: str) -> Backend:
     return _BACKENDS[name]
 
 
-def backend_of(connection: Connection | AsyncConnection | Dialect) -> Backend:
-    """The backend of a connection's (or a dialect's) database."""
-    dialect = connection if isinstance(connection, Dialect) else connection.dialect
-    return _BACKENDS[dialect.name]
+def backend_of(connection: Connection | AsyncConnection) -> Backend:
+    """The backend of a connection's database."""
+    return _BACKENDS[connection.dialect.name]
 
 
 def outside_transaction(connection: Connection, statement: str) -> list[Any]:

@@ -436,6 +436,8 @@ def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> _
             PostgreSQL before the server cancels it (default: no limit).
         connect_timeout (float): seconds to wait for PostgreSQL when connecting
             (default 10).
+        tuning (Tuning): the token index's and the search's thresholds
+            (:class:`loopctl_memory.sql.tuning.Tuning`); they set speed, never answers.
 
     Example:
         >>> async def main() -> None:
