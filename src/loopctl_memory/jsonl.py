@@ -376,6 +376,9 @@ async def import_jsonl(
     Every line is validated; each batch of ``batch_size`` lines is one
     transaction, so a bad line stops the import before its batch is stored,
     and the batches before it stay.
+    Lines are parsed on the calling event loop's thread between the writes,
+    where the store's own indexing runs too: an application whose loop must
+    never pause that long should run the import on a loop in another thread.
 
     Raises:
         ImportFailedError: a line is not a valid entry, or a batch was refused (an
