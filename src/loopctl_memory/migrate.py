@@ -264,12 +264,12 @@ def _transaction(connection: Connection, *, write: bool) -> Iterator[None]:
 async def _on_target(target: str | os.PathLike[str], work: Callable[[Connection], T]) -> T:
     """Run ``work`` on a plain connection to ``target``: for migrations, never for entries."""
     from loopctl_memory.sql.boundary import translate_errors
-    from loopctl_memory.sql.engine import create_engine, resolve_target
+    from loopctl_memory.sql.engine import DEFAULT_BUSY_TIMEOUT, create_engine, resolve_target
 
     resolved = resolve_target(target)
     action = f"open {resolved.describe()}"
     with translate_errors(action):
-        engine = create_engine(resolved, busy_timeout=5.0)
+        engine = create_engine(resolved, busy_timeout=DEFAULT_BUSY_TIMEOUT)
     try:
         with translate_errors(action):
             async with engine.connect() as connection:

@@ -187,7 +187,25 @@ class SqliteBackend(Backend):
         uses its ``_execute`` (``tests/unit/test_single_store.py`` pins the
         versions it is known on); without it, single entries go as batches.
         """
-        seq: int = await driver._execute(_store_one, driver._conn, batch)
+        seq: int = await driver._execute(self._store_blocking, driver._conn, batch)
+        return seq
+
+    def _store_blocking(self, connection: Any, batch: FlatBatch) -> int:
+        """Store a batch of one in its own transaction on a ``sqlite3`` connection; its seq.
+
+        The seq comes from the statement itself (above every entry and the
+        watermark, as ``index.write_position`` reads it).
+        """
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            seq = int(connection.execute(_INSERT_ONE, batch.entries[0]).lastrowid)
+            if batch.tags:
+                connection.executemany(INSERT_TAGS, self.tag_rows(batch, seq))
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
         return seq
 
     def int_list(self, values: list[int]) -> Select[Any]:
@@ -359,26 +377,6 @@ async def _open_aiosqlite(*args: Any, **kwargs: Any) -> aiosqlite.Connection:
     except BaseException:
         await asyncio.to_thread(worker.join, 1.0)  # it has nothing left to do but stop
         raise
-
-
-def _store_one(connection: Any, batch: FlatBatch) -> int:
-    """Store a batch of one in its own transaction on a ``sqlite3`` connection; its seq.
-
-    The seq comes from the statement itself (above every entry and the
-    watermark, as ``index.write_position`` reads it).
-    """
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        seq = int(connection.execute(_INSERT_ONE, batch.entries[0]).lastrowid)
-        if batch.tags:
-            rows = [(seq, position, tag, lower) for _, position, tag, lower in batch.tags]
-            connection.executemany(INSERT_TAGS, rows)
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    return seq
 
 
 def _milliseconds(seconds: float) -> int:

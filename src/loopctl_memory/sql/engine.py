@@ -81,6 +81,10 @@ def resolve_target(target: str | os.PathLike[str]) -> Target:
     return Target(url.set(drivername=wanted))
 
 
+DEFAULT_BUSY_TIMEOUT = 5.0
+"""Seconds a writer waits for another writer's lock before StorageError."""
+
+
 @dataclass(frozen=True)  # no slots: the class attributes are the defaults open() shows
 class PoolOptions:
     """Connection pool and timeouts for a server database (PostgreSQL)."""

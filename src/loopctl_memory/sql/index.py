@@ -43,8 +43,8 @@ _TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
 
 
 @dataclass(frozen=True, slots=True)
-class Vocabulary:
-    """A vocabulary table (distinct terms) and its postings table."""
+class TermTables:
+    """A vocabulary table (distinct terms) and its postings table, by name."""
 
     terms: Table
     term: str
@@ -52,8 +52,8 @@ class Vocabulary:
     term_id: str
 
 
-TOKENS = Vocabulary(tokens, "token", postings, "token_id")
-TAG_VALUES = Vocabulary(tag_values, "value", tag_postings, "value_id")
+TOKENS = TermTables(tokens, "token", postings, "token_id")
+TAG_VALUES = TermTables(tag_values, "value", tag_postings, "value_id")
 _ANALYZED = [table.name for table in (entries, tags, tokens, postings, tag_values, tag_postings)]
 
 
@@ -154,7 +154,7 @@ def _read_back(
 
 
 def _add_postings(
-    connection: Connection, vocabulary: Vocabulary, block: int, by_term: dict[str, list[int]]
+    connection: Connection, vocabulary: TermTables, block: int, by_term: dict[str, list[int]]
 ) -> None:
     """Add one block's postings (ascending seqs by term), creating or counting the terms."""
     if not by_term:
@@ -192,7 +192,7 @@ def _add_postings(
 
 
 def entries_with_terms(
-    connection: Connection, vocabulary: Vocabulary, term_ids: Iterable[int]
+    connection: Connection, vocabulary: TermTables, term_ids: Iterable[int]
 ) -> set[int]:
     """Every indexed seq (deleted ones included) whose postings name one of these terms."""
     found: set[int] = set()

@@ -28,7 +28,8 @@ from loopctl_memory.sql.vocabulary import Vocabulary
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
 _IDS_PER_STATEMENT = 10_000
 
-_ENTRY_COLUMNS = tuple(entries.c[name] for name in ENTRY_FIELDS)
+# What a MemoryEntry is read from: every column but the lowercase copy, kept for search.
+_ENTRY_COLUMNS = tuple(entries.c[name] for name in ENTRY_FIELDS if name != "memory_lower")
 
 
 # --- writing ---------------------------------------------------------------

@@ -29,15 +29,18 @@ from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import index, repository
 from loopctl_memory.sql.boundary import translate_errors
-from loopctl_memory.sql.engine import PoolOptions, Target, create_engine, resolve_target
+from loopctl_memory.sql.engine import (
+    DEFAULT_BUSY_TIMEOUT,
+    PoolOptions,
+    Target,
+    create_engine,
+    resolve_target,
+)
 from loopctl_memory.sql.repository import Summary
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.vocabulary import Vocabulary
 
 T = TypeVar("T")
-
-DEFAULT_BUSY_TIMEOUT = 5.0
-"""Seconds a SQLite writer waits for another writer's lock before StorageError."""
 
 
 class SqlMemoryStore:
