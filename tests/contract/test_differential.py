@@ -11,10 +11,9 @@ length or depends on context, whitespace that Python and Rust disagree on,
 LIKE wildcards, quotes and SQL fragments, NUL characters, tags that contain a
 whole query, relevances on a 0.05 grid and around the prune threshold.
 Some checks run between two writes (after the store has learned about some
-words), and about half the examples shrink the SQL search's thresholds
-(the store's ``Tuning``: ``tail_limit``, ``selective_max``, ``first_chunk``) so that
-a handful of entries already go through the token index, dense words and the
-relevance walk.
+words), and about half the examples shrink the store's ``Tuning``
+(``tail_limit``, ``mask_cache_bytes``) so that a handful of entries already go
+through several indexed blocks, the tail, and cached or evicted word masks.
 
 Independently of both stores, a small oracle re-derives the reference order
 from the Rust source (White_Space splitting, binary32 arithmetic, stable
@@ -344,8 +343,7 @@ _EARLIER = st.sampled_from((0, 0, 0, 1, 2, 3))
 _KNOBS = st.builds(
     Tuning,
     st.sampled_from((1, 2, 3, 5, 8)),
-    st.sampled_from((0, 1, 2, 5)),
-    st.sampled_from((1, 2, 3)),
+    st.sampled_from((0, 64, 2**20)),
 )
 
 
@@ -765,8 +763,8 @@ def large_expected(nul: bool) -> tuple[list[list[MemoryEntry]], Counter[str]]:
 # steps. One SQLite backend takes each path (both share the search code).
 LARGE_THRESHOLDS = {
     "sqlite-memory": None,
-    "sqlite-file": Tuning(tail_limit=500, selective_max=150, first_chunk=16),
-    "postgresql": Tuning(tail_limit=500, selective_max=150, first_chunk=16),
+    "sqlite-file": Tuning(tail_limit=500, mask_cache_bytes=4096),
+    "postgresql": Tuning(tail_limit=500, mask_cache_bytes=4096),
 }
 
 

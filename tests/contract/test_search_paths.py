@@ -1,8 +1,9 @@
-"""Every path of the SQL search (postings, tail, dense walk, tag test) ranks as the reference.
+"""Every path of the SQL search (indexed blocks, tail, word masks, tag test) ranks as the reference.
 
 The thresholds are shrunk so that a few hundred entries exercise what a large
-store does: several index blocks plus a tail, words classified selective or
-dense, and the tag test enumerated or walked.
+store does: several indexed blocks plus a tail, words counted from their
+postings or from a kept mask (or a mask evicted at once), and tag bonuses
+from the tag postings and from the tail.
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ def _queries(rng: random.Random, count: int) -> list[tuple[str, int]]:
     return queries
 
 
-@pytest.mark.parametrize("selective_max", [0, 3, 40, 10**9])
-async def test_every_search_path_matches_the_reference(selective_max, tmp_path):
-    tuning = Tuning(tail_limit=60, selective_max=selective_max, first_chunk=8)
-    rng = random.Random(selective_max)
+@pytest.mark.parametrize("masks", [0, 64, 2**20])
+async def test_every_search_path_matches_the_reference(masks, tmp_path):
+    tuning = Tuning(tail_limit=60, mask_cache_bytes=masks)
+    rng = random.Random(masks)
     reference = InMemoryStore()
     async with open_store(tmp_path / "memory.db", tuning=tuning) as store:
         for round_number in range(4):
@@ -96,15 +97,14 @@ async def test_a_query_spanning_two_tag_values_does_not_match_either(query):
             assert await reference.retrieve(query, 4) == await store.retrieve(query, 4)
 
 
-@pytest.mark.parametrize("selective_max", [0, 20, 10**9])
-async def test_ties_within_one_relevance_rank_as_the_reference(selective_max, tmp_path):
+@pytest.mark.parametrize("masks", [0, 2**20])
+async def test_ties_within_one_relevance_rank_as_the_reference(masks, tmp_path):
     """Hundreds of entries share a relevance and a score; the few that beat them lie deep.
 
-    The walk skips, in the database, the rows of a relevance that can only tie
-    the limit-th candidate and lose on seq; it must still find every row that
-    beats it, or ties it with a smaller seq, as the reference does.
+    The limit cuts through a run of equal scores: those kept must be the
+    earliest stored, and every entry that beats the run must be found.
     """
-    tuning = Tuning(tail_limit=60, selective_max=selective_max, first_chunk=8)
+    tuning = Tuning(tail_limit=60, mask_cache_bytes=masks)
     rng = random.Random(7)
     made = []
     for number in range(600):
@@ -139,8 +139,8 @@ async def test_ties_within_one_relevance_rank_as_the_reference(selective_max, tm
 
 
 async def test_a_word_asked_again_finds_terms_indexed_since(tmp_path):
-    """The vocabulary remembers which terms hold a word; newer terms must still count."""
-    tuning = Tuning(tail_limit=10, selective_max=10**9, first_chunk=2)  # every word enumerated
+    """The vocabulary remembers which terms hold a word; terms indexed since must still count."""
+    tuning = Tuning(tail_limit=10, mask_cache_bytes=0)  # every word from its postings
 
     def entry(number: int, text: str) -> MemoryEntry:
         return MemoryEntry(

@@ -49,8 +49,8 @@ EntryRow = tuple[Any, ...]
 
 _INSERT_ONE = (
     f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) VALUES ("  # noqa: S608 - our own names
-    "(SELECT max(coalesce(max(seq), 0), coalesce((SELECT indexed_through FROM index_state), 0))"
-    f" + 1 FROM entries), {', '.join('?' * (len(ENTRY_FIELDS) - 1))})"
+    "(SELECT max(coalesce(max(seq), 0), coalesce((SELECT max(indexed_through, removed_through)"
+    f" FROM index_state), 0)) + 1 FROM entries), {', '.join('?' * (len(ENTRY_FIELDS) - 1))})"
 )
 
 

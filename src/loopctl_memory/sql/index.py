@@ -76,16 +76,21 @@ class WritePosition:
 
 
 def write_position(connection: Connection) -> WritePosition:
-    """Read the first free insertion number (above every entry and the watermark) in one query.
+    """Read the first free insertion number in one query.
 
-    Never reusing a seq at or below the watermark keeps the postings of a
-    deleted entry from ever naming a new one.
+    It is above every entry, the watermark and every removed seq: a seq names
+    one entry for ever, so neither the postings nor a process's copy of the
+    ranking columns can mistake a new entry for a removed one.
     """
-    top, mark = connection.execute(
-        select(func.max(entries.c.seq), select(index_state.c.indexed_through).scalar_subquery())
+    top, mark, removed = connection.execute(
+        select(
+            func.max(entries.c.seq),
+            select(index_state.c.indexed_through).scalar_subquery(),
+            select(index_state.c.removed_through).scalar_subquery(),
+        )
     ).one()
     mark = int(mark or 0)
-    return WritePosition(max(int(top or 0), mark) + 1, mark)
+    return WritePosition(max(int(top or 0), mark, int(removed or 0)) + 1, mark)
 
 
 def shorten_tail(connection: Connection, tail_limit: int) -> int:

@@ -12,18 +12,25 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, select
+from sqlalchemy import ColumnElement, and_, case, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch
-from loopctl_memory.scoring import PRUNE_THRESHOLD, ParsedQuery
-from loopctl_memory.sql import index, search
+from loopctl_memory.scoring import PRUNE_THRESHOLD
+from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import backend_of
-from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_ENTRIES, INSERT_TAGS, entries, tags
+from loopctl_memory.sql.tables import (
+    ENTRY_FIELDS,
+    INSERT_ENTRIES,
+    INSERT_TAGS,
+    changes,
+    entries,
+    index_state,
+    tags,
+)
 from loopctl_memory.sql.tuning import Tuning
-from loopctl_memory.sql.vocabulary import Vocabulary
 
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
 _IDS_PER_STATEMENT = 10_000
@@ -63,13 +70,32 @@ async def insert_entries(connection: AsyncConnection, batch: FlatBatch, tuning: 
 
 async def delete_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> bool:
     """Delete one entry (its tags cascade); return whether it existed."""
-    result = await connection.execute(delete(entries).where(entries.c.id == entry_id))
-    return bool(result.rowcount)
+    return await _remove(connection, entries.c.id == entry_id) > 0
 
 
 async def prune(connection: AsyncConnection) -> int:
     """Delete every entry whose relevance, as binary32, is below 0.05; return how many."""
-    result = await connection.execute(delete(entries).where(entries.c.relevance < PRUNE_THRESHOLD))
+    return await _remove(connection, entries.c.relevance < PRUNE_THRESHOLD)
+
+
+async def _remove(connection: AsyncConnection, condition: ColumnElement[bool]) -> int:
+    """Delete the entries meeting ``condition``, logged in ``changes``; return how many.
+
+    Other processes learn of the removal from the log; ``removed_through``
+    keeps the removed seqs from ever being given out again.
+    """
+    removed = select(entries.c.seq).where(condition)
+    logged = await connection.execute(
+        insert(changes).from_select(["seq"], removed.order_by(entries.c.seq))
+    )
+    if not logged.rowcount:
+        return 0
+    highest = select(func.max(entries.c.seq)).where(condition).scalar_subquery()
+    floor = index_state.c.removed_through
+    await connection.execute(
+        update(index_state).values(removed_through=case((highest > floor, highest), else_=floor))
+    )
+    result = await connection.execute(delete(entries).where(condition))
     return int(result.rowcount)
 
 
@@ -139,17 +165,6 @@ async def summarise(connection: AsyncConnection) -> Summary:
 async def storage_bytes(connection: AsyncConnection) -> int:
     """Bytes the store's tables and indexes take in the database."""
     return await connection.run_sync(lambda sync: backend_of(sync).storage_bytes(sync))
-
-
-async def top_candidates(
-    connection: AsyncConnection,
-    query: ParsedQuery,
-    limit: int,
-    vocabulary: Vocabulary,
-    tuning: Tuning,
-) -> list[search.Candidate]:
-    """The best ``limit`` entries for ``query``; see :mod:`loopctl_memory.sql.search`."""
-    return await connection.run_sync(search.top_candidates, query, limit, vocabulary, tuning)
 
 
 async def fetch_entries(connection: AsyncConnection, seqs: Sequence[int]) -> list[MemoryEntry]:

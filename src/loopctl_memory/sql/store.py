@@ -27,7 +27,7 @@ from loopctl_memory.entry import (
 from loopctl_memory.errors import InvalidEntryError, StorageError
 from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.scoring import parse_query
-from loopctl_memory.sql import index, repository
+from loopctl_memory.sql import index, repository, search
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.engine import (
     DEFAULT_BUSY_TIMEOUT,
@@ -36,9 +36,9 @@ from loopctl_memory.sql.engine import (
     create_engine,
     resolve_target,
 )
+from loopctl_memory.sql.ranking_state import RankingState
 from loopctl_memory.sql.repository import Summary
 from loopctl_memory.sql.tuning import Tuning
-from loopctl_memory.sql.vocabulary import Vocabulary
 
 T = TypeVar("T")
 
@@ -63,7 +63,10 @@ class SqlMemoryStore:
             asyncio.Lock() if target.is_memory else contextlib.nullcontext()
         )
         self._closed = False
-        self._vocabulary = Vocabulary()  # what searches learned about words
+        self._ranking = RankingState(self._tuning)  # this process's copy for retrieval
+        # One retrieval at a time uses the copy, and opens its transaction only once it
+        # holds the lock: the copy then only ever moves forward in time.
+        self._ranking_lock = asyncio.Lock()
         self._watermark_seen = 0  # when single stores should check the tail's length
 
     @classmethod
@@ -175,13 +178,18 @@ class SqlMemoryStore:
         validate_query(query, limit)
         parsed = parse_query(query)
 
-        async def work(connection: AsyncConnection) -> list[MemoryEntry]:
-            best = await repository.top_candidates(
-                connection, parsed, limit, self._vocabulary, self._tuning
-            )
-            return await repository.fetch_entries(connection, [c.seq for c in best])
+        ranking = self._ranking
 
-        return await self._run("retrieve", work, write=False)
+        def rank(connection: Connection) -> list[int]:
+            ranking.refresh(connection)
+            return search.top_seqs(ranking, parsed, limit)
+
+        async def work(connection: AsyncConnection) -> list[MemoryEntry]:
+            best = await connection.run_sync(rank)
+            return await repository.fetch_entries(connection, best)
+
+        async with self._ranking_lock:
+            return await self._run("retrieve", work, write=False)
 
     async def consolidate(self) -> ConsolidationStats:
         """Delete every entry whose relevance, as binary32, is below 0.05, in one transaction."""

@@ -105,8 +105,23 @@ index_state = Table(
         nullable=False,
         comment="every entry with seq <= this is in the postings",
     ),
+    Column(
+        "removed_through",
+        BigInteger(),
+        nullable=False,
+        server_default="0",
+        comment="the highest seq ever removed: seqs are never given out twice",
+    ),
     CheckConstraint("id = 1", name="single_row"),
 )
+
+changes = Table(
+    "changes",
+    metadata,
+    Column("id", _Seq, primary_key=True, autoincrement=True, comment="commit order"),
+    Column("seq", BigInteger(), nullable=False, comment="an entry removed (or rewritten)"),
+)
+"""What changed besides appends, for the processes that keep a copy of the ranking columns."""
 
 
 def _vocabulary(name: str, term: str, what: str, postings_name: str) -> tuple[Table, Table]:
@@ -126,6 +141,8 @@ def _vocabulary(name: str, term: str, what: str, postings_name: str) -> tuple[Ta
         Column("seqs", LargeBinary(), nullable=False, comment="sorted int64 seqs, little-endian"),
         sqlite_with_rowid=False,
     )
+    # Loading the blocks indexed since a process last looked reads only those.
+    Index(f"ix_{postings_name}_block", postings.c.block)
     return terms, postings
 
 

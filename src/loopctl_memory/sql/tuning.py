@@ -1,4 +1,4 @@
-"""The thresholds of the token index and of retrieval: they set speed, never answers."""
+"""The thresholds of the token index and of retrieval: they set speed and memory, never answers."""
 
 from __future__ import annotations
 
@@ -14,10 +14,6 @@ class Tuning:
     """
 
     tail_limit: int = 10_000
-    """Entries a write may leave unindexed; retrieval reads at most about this many directly."""
-    selective_max: int = 5_000
-    """A word (or the tag test) that can match at most this many entries is enumerated."""
-    first_chunk: int = 256
-    """Rows the first step of the relevance walk reads (more for a larger limit)."""
-    max_chunk: int = 16_384
-    """Rows one later step of the walk reads at most."""
+    """Entries a write may leave unindexed; a process inverts at most about this many itself."""
+    mask_cache_bytes: int = 64 * 2**20
+    """Memory for the entry masks of words that many entries hold (one byte per entry each)."""

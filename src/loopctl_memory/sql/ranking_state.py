@@ -1,0 +1,213 @@
+"""What a process keeps to rank every entry without reading the entries: a copy kept current.
+
+For each live entry, by seq (insertion order): ``half``, the binary32
+``relevance * 0.5`` that starts its score (``-inf`` where no entry lives). For
+each query word, the entries that contain it come from the token index: the
+postings of the indexed blocks (:mod:`~loopctl_memory.sql.segments`) and the
+tail above them (:mod:`~loopctl_memory.sql.tail`); the tag bonus likewise from
+the tag postings.
+
+Every retrieval first brings the copy up to the transaction's snapshot with
+one small query (the highest seq, the last change, the watermark) and then
+reads only what moved: new entries by seq, removals from the ``changes`` log,
+newly indexed blocks by block number. So a write by any process, on a file or
+on PostgreSQL, is seen by the next retrieval here. A removal or a newly
+indexed block never costs a reload; after ``_MAX_SEGMENTS`` blocks (or a
+watermark that went back) the copy is read again whole.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection, func, select
+
+from loopctl_memory.sql import index
+from loopctl_memory.sql.backend import backend_of
+from loopctl_memory.sql.segments import Ints, Segment, Seqs, load_segment, seq_type
+from loopctl_memory.sql.tables import changes, entries, index_state, tag_values, tokens
+from loopctl_memory.sql.tail import TailIndex
+from loopctl_memory.sql.tuning import Tuning
+from loopctl_memory.sql.vocabulary import Terms
+
+Halves = npt.NDArray[np.float32]
+Mask = npt.NDArray[np.bool_]
+_MAX_SEGMENTS = 16
+_ROWS_PER_FETCH = 65_536
+_HALF = np.float32(0.5)
+
+
+class RankingState:
+    """One store's ranking columns, postings and tail in this process.
+
+    Not thread-safe: the store lets one retrieval at a time use it, and opens
+    that retrieval's transaction only once it holds it, so the copy only ever
+    moves forward in time.
+    """
+
+    def __init__(self, tuning: Tuning) -> None:
+        self._tuning = tuning
+        self._reset()
+
+    def _reset(self) -> None:
+        self.top = 0  # the highest seq read
+        self.change = 0  # the last change applied
+        self.mark = 0  # the watermark the segments reach
+        self.half: Halves = np.full(1, -np.inf, np.float32)
+        self.tokens = Terms()
+        self.tag_values = Terms()
+        self._terms_read = (0, 0)  # the highest token and tag value ids read
+        self.token_segments: list[Segment] = []
+        self.tag_segments: list[Segment] = []
+        self.tail = TailIndex(0)
+        self._masks: OrderedDict[str, Mask] = OrderedDict()
+        self._mask_bytes = 0
+        self._loaded = False
+
+    # --- keeping current ---
+
+    def refresh(self, connection: Connection) -> None:
+        """Bring the copy to what this transaction sees; on any failure, forget it all."""
+        try:
+            self._refresh(connection)
+        except BaseException:
+            self._reset()
+            raise
+
+    def _refresh(self, connection: Connection) -> None:
+        top, change, mark = connection.execute(
+            select(
+                select(func.coalesce(func.max(entries.c.seq), 0)).scalar_subquery(),
+                select(func.coalesce(func.max(changes.c.id), 0)).scalar_subquery(),
+                select(index_state.c.indexed_through).scalar_subquery(),
+            )
+        ).one()
+        top, change, mark = int(top), int(change), int(mark or 0)
+        if not self._loaded or mark < self.mark or len(self.token_segments) >= _MAX_SEGMENTS:
+            self._reset()
+            self._load(connection, top, change, mark)
+            return
+        if change > self.change:
+            self._apply_changes(connection, change)
+        if mark > self.mark:
+            self._add_blocks(connection, mark)
+        if top > self.top:
+            self._read_entries(connection, self.top, top)
+            self.tail.read(connection, top)
+            self.top = top
+        self._read_terms(connection)
+
+    def _load(self, connection: Connection, top: int, change: int, mark: int) -> None:
+        self.change = change
+        self._read_entries(connection, 0, top)
+        self.top = top
+        self.mark = mark
+        self.token_segments = [load_segment(connection, index.TOKENS, 0, mark)]
+        self.tag_segments = [load_segment(connection, index.TAG_VALUES, 0, mark)]
+        self.tail = TailIndex(mark)
+        self.tail.read(connection, top)
+        self._read_terms(connection)
+        self._loaded = True
+
+    def _read_entries(self, connection: Connection, after: int, through: int) -> None:
+        """Read the relevance of the entries with ``after < seq <= through``."""
+        half = self.half
+        if len(half) <= through:
+            grown = np.full(max(through + 1, 2 * len(half)), -np.inf, np.float32)
+            grown[: len(half)] = half
+            self.half = half = grown
+        result = connection.exec_driver_sql(
+            backend_of(connection).sql(
+                "SELECT seq, relevance FROM entries WHERE seq > ? AND seq <= ?"
+            ),
+            (after, through),
+        )
+        while rows := result.fetchmany(_ROWS_PER_FETCH):
+            pairs = np.array(rows, dtype=np.float64)
+            # binary32 relevance times binary32 0.5, rounded to binary32, as the crate does
+            half[pairs[:, 0].astype(np.int64)] = pairs[:, 1].astype(np.float32) * _HALF
+
+    def _apply_changes(self, connection: Connection, change: int) -> None:
+        removed = connection.execute(
+            select(changes.c.seq).where(changes.c.id > self.change, changes.c.id <= change)
+        ).scalars()
+        seqs = np.fromiter(removed, np.int64)
+        self.half[seqs[seqs < len(self.half)]] = -np.inf
+        self.change = change
+
+    def _add_blocks(self, connection: Connection, mark: int) -> None:
+        self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))
+        self.tag_segments.append(load_segment(connection, index.TAG_VALUES, self.mark, mark))
+        self.mark = mark
+        tail = TailIndex(mark)
+        tail.read(connection, max(self.top, mark))
+        self.tail = tail
+        self._masks.clear()
+        self._mask_bytes = 0
+
+    def _read_terms(self, connection: Connection) -> None:
+        """Add the tokens and tag values created since the last read."""
+        read_tokens, read_tags = self._terms_read
+        self._terms_read = (
+            _read_terms(connection, self.tokens, tokens.c.id, tokens.c.token, read_tokens),
+            _read_terms(
+                connection, self.tag_values, tag_values.c.id, tag_values.c.value, read_tags
+            ),
+        )
+
+    # --- looking up ---
+
+    def word_entries(self, word: str) -> Seqs | Mask:
+        """The entries whose memory contains ``word``: their seqs, or a mask over seqs.
+
+        Seqs may repeat and include removed entries; a mask (for a word many
+        entries hold, kept for the next query) covers the indexed blocks only,
+        and the tail's seqs follow it in a second call-free list.
+        """
+        mask = self._masks.get(word)
+        if mask is not None:
+            self._masks.move_to_end(word)
+            return mask
+        found = self._gather(self.token_segments, self.tokens.containing(word))
+        if len(found) * 16 >= len(self.half) and self._tuning.mask_cache_bytes:
+            return self._remember(word, found)
+        return found
+
+    def word_tail(self, word: str) -> list[int]:
+        """Seqs of the tail entries whose memory contains ``word`` (they may repeat)."""
+        return self.tail.word_seqs(word)
+
+    def tagged(self, text: str) -> Seqs:
+        """Seqs of the entries with a lowercase tag containing ``text`` (they may repeat)."""
+        found = self._gather(self.tag_segments, self.tag_values.containing(text))
+        in_tail = self.tail.tag_seqs(text)
+        if in_tail:
+            found = np.concatenate((found, np.array(in_tail, found.dtype)))
+        return found
+
+    def _gather(self, segments: list[Segment], term_ids: list[int]) -> Seqs:
+        wanted: Ints = np.array(term_ids, np.int64)
+        parts = [segment.gather(wanted) for segment in segments] if term_ids else []
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty(0, seq_type(self.top))
+
+    def _remember(self, word: str, found: Seqs) -> Mask:
+        mask: Mask = np.zeros(self.mark + 1, np.bool_)
+        mask[found] = True
+        self._masks[word] = mask
+        self._mask_bytes += mask.nbytes
+        while self._mask_bytes > self._tuning.mask_cache_bytes and self._masks:
+            _, dropped = self._masks.popitem(last=False)
+            self._mask_bytes -= dropped.nbytes
+        return mask
+
+
+def _read_terms(connection: Connection, terms: Terms, term_id: Any, term: Any, after: int) -> int:
+    rows = connection.execute(select(term_id, term).where(term_id > after).order_by(term_id))
+    fresh = [(int(number), text) for number, text in rows]
+    terms.add(fresh)
+    return fresh[-1][0] if fresh else after

@@ -1,0 +1,95 @@
+"""The tail in memory: the entries newer than the indexed blocks, inverted as they are read.
+
+The token index covers every entry up to its watermark; the few newer ones
+(at most about the store's ``tail_limit``) are read once, split into tokens
+and tag values here, and looked up the same way as the postings are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import Connection
+
+from loopctl_memory.flat import tokens_of
+from loopctl_memory.sql.backend import backend_of
+from loopctl_memory.sql.vocabulary import Terms
+
+
+class _Inverted:
+    """Terms and, for each, the seqs of the entries holding it."""
+
+    def __init__(self) -> None:
+        self.terms = Terms()
+        self._number: dict[str, int] = {}
+        self._seqs: list[list[int]] = []
+
+    def add(self, seq: int, term: str) -> None:
+        number = self._number.get(term)
+        if number is None:
+            number = self._number[term] = len(self._seqs)
+            self._seqs.append([seq])
+            self.terms.add(((number, term),))
+        else:
+            self._seqs[number].append(seq)
+
+    def seqs_containing(self, text: str) -> list[int]:
+        """Seqs of the entries with a term containing ``text`` (an entry may come twice)."""
+        found: list[int] = []
+        for number in self.terms.containing(text):
+            found += self._seqs[number]
+        return found
+
+
+class TailIndex:
+    """The entries with ``after < seq <= through``, inverted by token and by lowercase tag."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.through = after
+        self._tokens = _Inverted()
+        self._tags = _Inverted()
+
+    def __len__(self) -> int:
+        return self.through - self.after
+
+    def read(self, connection: Connection, through: int) -> None:
+        """Add the entries up to ``through`` (those stored since the last read)."""
+        if through <= self.through:
+            return
+        backend = backend_of(connection)
+        decode, window = backend.decode, (self.through, through)
+        texts = connection.exec_driver_sql(
+            backend.sql("SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq <= ?"),
+            window,
+        ).all()
+        self.add((int(seq), decode(text)) for seq, text in texts)
+        tags = connection.exec_driver_sql(
+            backend.sql(
+                "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq <= ?"
+            ),
+            window,
+        ).all()
+        self.add_tags((int(seq), decode(tag)) for seq, tag in tags)
+        self.through = through
+
+    def add(self, texts: Iterable[tuple[int, str]]) -> None:
+        """Invert (seq, lowercase memory) pairs."""
+        add = self._tokens.add
+        for seq, text in texts:
+            for token in tokens_of(text):
+                add(seq, token)
+
+    def add_tags(self, tags: Iterable[tuple[int, str]]) -> None:
+        """Invert (seq, lowercase tag) pairs."""
+        add = self._tags.add
+        for seq, tag in tags:
+            add(seq, tag)
+
+    def word_seqs(self, word: str) -> list[int]:
+        """Seqs of the tail entries whose memory contains ``word`` (which has no whitespace)."""
+        return self._tokens.seqs_containing(word)
+
+    def tag_seqs(self, text: str) -> list[int]:
+        """Seqs of the tail entries with a lowercase tag containing ``text``."""
+        return self._tags.seqs_containing(text)
