@@ -38,11 +38,13 @@ async def reset_postgres(url: str) -> None:
     async with open_store(url) as store, store.engine.begin() as connection:
         await connection.execute(
             text(
-                "TRUNCATE entries, tags, tokens, postings, tag_values, tag_postings "
+                "TRUNCATE entries, tags, tokens, postings, tag_values, tag_postings, changes "
                 "RESTART IDENTITY CASCADE"
             )
         )
-        await connection.execute(text("UPDATE index_state SET indexed_through = 0"))
+        await connection.execute(
+            text("UPDATE index_state SET indexed_through = 0, removed_through = 0")
+        )
 
 
 @pytest.fixture(params=BACKENDS)

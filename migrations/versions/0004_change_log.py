@@ -27,7 +27,8 @@ _ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 def upgrade() -> None:
     """Add the change log, the removal floor and the block indexes."""
-    with op.batch_alter_table("index_state") as batch:
+    # Rebuilt, not altered, so that SQLite's stored DDL is that of a created database.
+    with op.batch_alter_table("index_state", recreate="always") as batch:
         batch.add_column(
             sa.Column(
                 "removed_through",

@@ -48,6 +48,7 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         "postings",
         "tag_values",
         "tag_postings",
+        "changes",
     } == tables
 
 

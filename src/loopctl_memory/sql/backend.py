@@ -13,7 +13,7 @@ import asyncio
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -440,3 +440,21 @@ def _contains_sqlite(element: _Contains, compiler: SQLCompiler, **kw: Any) -> st
 def _contains_postgresql(element: _Contains, compiler: SQLCompiler, **kw: Any) -> str:
     haystack, needle = (compiler.process(clause, **kw) for clause in element.clauses)
     return f"(position({needle} IN {haystack}) > 0)"  # on bytes: see Utf8Text
+
+
+def row_chunks(
+    connection: Connection, statement: str, parameters: tuple[Any, ...], size: int
+) -> Iterator[Sequence[Any]]:
+    """The rows of ``statement`` (``?`` placeholders) as plain tuples, ``size`` at a time.
+
+    For bulk reads: SQLAlchemy's row objects cost more per row than the rest
+    of the work. The statement runs on the same DBAPI connection, so in the
+    same transaction and snapshot as the caller's other statements.
+    """
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(backend_of(connection).sql(statement), parameters)
+        while rows := cursor.fetchmany(size):
+            yield rows
+    finally:
+        cursor.close()

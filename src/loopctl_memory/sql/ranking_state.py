@@ -27,7 +27,7 @@ from sqlalchemy import Connection, func, select
 
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import backend_of
-from loopctl_memory.sql.segments import Ints, Segment, Seqs, load_segment, seq_type
+from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment, seq_type
 from loopctl_memory.sql.tables import changes, entries, index_state, tag_values, tokens
 from loopctl_memory.sql.tail import TailIndex
 from loopctl_memory.sql.tuning import Tuning
@@ -167,14 +167,20 @@ class RankingState:
         entries hold, kept for the next query) covers the indexed blocks only,
         and the tail's seqs follow it in a second call-free list.
         """
-        mask = self._masks.get(word)
-        if mask is not None:
+        kept = self._masks.get(word)
+        if kept is not None:
             self._masks.move_to_end(word)
-            return mask
-        found = self._gather(self.token_segments, self.tokens.containing(word))
-        if len(found) * 16 >= len(self.half) and self._tuning.mask_cache_bytes:
-            return self._remember(word, found)
-        return found
+            return kept
+        wanted: Ints = np.array(self.tokens.containing(word), np.int64)
+        runs = [segment.runs(wanted) for segment in self.token_segments]
+        postings = sum(part.postings for part in runs)
+        if postings * 16 < len(self.half) or not self._tuning.mask_cache_bytes:
+            return self._gather(self.token_segments, runs)
+        mask: Mask = np.zeros(self.mark + 1, np.bool_)
+        for segment, part in zip(self.token_segments, runs, strict=True):
+            segment.mark(part, mask)
+        self._remember(word, mask)
+        return mask
 
     def word_tail(self, word: str) -> list[int]:
         """Seqs of the tail entries whose memory contains ``word`` (they may repeat)."""
@@ -182,28 +188,31 @@ class RankingState:
 
     def tagged(self, text: str) -> Seqs:
         """Seqs of the entries with a lowercase tag containing ``text`` (they may repeat)."""
-        found = self._gather(self.tag_segments, self.tag_values.containing(text))
+        wanted: Ints = np.array(self.tag_values.containing(text), np.int64)
+        found = self._gather(
+            self.tag_segments, [segment.runs(wanted) for segment in self.tag_segments]
+        )
         in_tail = self.tail.tag_seqs(text)
         if in_tail:
             found = np.concatenate((found, np.array(in_tail, found.dtype)))
         return found
 
-    def _gather(self, segments: list[Segment], term_ids: list[int]) -> Seqs:
-        wanted: Ints = np.array(term_ids, np.int64)
-        parts = [segment.gather(wanted) for segment in segments] if term_ids else []
+    def _gather(self, segments: list[Segment], runs: list[Runs]) -> Seqs:
+        parts = [
+            segment.gather(part)
+            for segment, part in zip(segments, runs, strict=True)
+            if part.postings
+        ]
         if len(parts) == 1:
             return parts[0]
         return np.concatenate(parts) if parts else np.empty(0, seq_type(self.top))
 
-    def _remember(self, word: str, found: Seqs) -> Mask:
-        mask: Mask = np.zeros(self.mark + 1, np.bool_)
-        mask[found] = True
+    def _remember(self, word: str, mask: Mask) -> None:
         self._masks[word] = mask
         self._mask_bytes += mask.nbytes
         while self._mask_bytes > self._tuning.mask_cache_bytes and self._masks:
             _, dropped = self._masks.popitem(last=False)
             self._mask_bytes -= dropped.nbytes
-        return mask
 
 
 def _read_terms(connection: Connection, terms: Terms, term_id: Any, term: Any, after: int) -> int:

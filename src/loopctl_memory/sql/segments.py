@@ -8,6 +8,7 @@ out in a few vectorised steps, whatever the number of terms.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,12 +16,13 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection
 
-from loopctl_memory.sql.backend import backend_of
+from loopctl_memory.sql.backend import row_chunks
 from loopctl_memory.sql.index import TermTables
 
 Ints = npt.NDArray[np.int64]
 Seqs = npt.NDArray[np.signedinteger[Any]]
 """int32 while every seq fits (half the memory), else int64."""
+_PIECE = 1 << 20  # seqs marked at a time: bounds the index arrays a common word needs
 _ROWS_PER_FETCH = 32_768  # converted a chunk at a time: the raw blobs never all sit in memory
 
 
@@ -39,28 +41,56 @@ class Segment:
         """How many (term, entry) pairs the segment holds."""
         return len(self.seqs)
 
-    def gather(self, term_ids: Ints) -> Seqs:
-        """The seqs of the entries holding one of ``term_ids`` (an entry may come twice)."""
+    def runs(self, term_ids: Ints) -> Runs:
+        """Where the seqs of those of ``term_ids`` that the segment holds lie in ``seqs``."""
         where = np.searchsorted(self.term_ids, term_ids)
         inside = where < len(self.term_ids)
         where, wanted = where[inside], term_ids[inside]
         where = where[self.term_ids[where] == wanted]
-        if not len(where):
-            return self.seqs[:0]
         first = self.starts[where]
-        lengths = self.starts[where + 1] - first
-        if len(where) == 1:
-            return self.seqs[first[0] : first[0] + lengths[0]]
-        # The k-th seq of the output sits at first[term] + (k - where the term's run begins).
-        run_starts = np.cumsum(lengths) - lengths
-        offsets = np.repeat(first - run_starts, lengths)
-        gathered: Seqs = self.seqs[np.arange(len(offsets), dtype=np.int64) + offsets]
+        return Runs(first, self.starts[where + 1] - first)
+
+    def gather(self, runs: Runs) -> Seqs:
+        """The seqs in these runs, one after the other (an entry may come twice)."""
+        if len(runs.first) == 1:
+            return self.seqs[runs.first[0] : runs.first[0] + runs.lengths[0]]
+        gathered: Seqs = self.seqs[_positions(runs.first, runs.lengths)]
         return gathered
+
+    def mark(self, runs: Runs, mask: npt.NDArray[np.bool_]) -> None:
+        """Set ``mask[seq]`` for every seq in these runs, a bounded piece at a time."""
+        ends = np.cumsum(runs.lengths)
+        cuts = np.searchsorted(ends, np.arange(_PIECE, int(ends[-1]) if len(ends) else 0, _PIECE))
+        for low, high in itertools.pairwise([0, *np.unique(cuts).tolist(), len(ends)]):
+            if high > low:
+                first, lengths = runs.first[low:high], runs.lengths[low:high]
+                mask[self.seqs[_positions(first, lengths)]] = True
+
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """Runs of a segment's ``seqs``: their starts and lengths."""
+
+    first: Ints
+    lengths: Ints
+
+    @property
+    def postings(self) -> int:
+        """How many seqs the runs hold."""
+        return int(self.lengths.sum())
+
+
+def _positions(first: Ints, lengths: Ints) -> Ints:
+    """Every position of every run, run after run."""
+    # The k-th output sits at first[run] + (k - where the run begins in the output).
+    begins = np.cumsum(lengths) - lengths
+    offsets = np.repeat(first - begins, lengths)
+    positions: Ints = np.arange(len(offsets), dtype=offsets.dtype) + offsets
+    return positions
 
 
 def load_segment(connection: Connection, tables: TermTables, after: int, through: int) -> Segment:
     """Read the postings of the blocks in ``(after, through]`` (one statement)."""
-    backend = backend_of(connection)
     term_id, postings = tables.term_id, tables.postings.name
     if after == 0:  # every block: in primary key order, no sort and no index needed
         statement = (
@@ -74,13 +104,12 @@ def load_segment(connection: Connection, tables: TermTables, after: int, through
             f"WHERE block > ? AND block <= ? ORDER BY {term_id}, block"
         )
         parameters = (after, through)
-    result = connection.exec_driver_sql(backend.sql(statement), parameters)
     ids: list[Ints] = []
     lengths: list[Ints] = []
     seqs: list[Seqs] = []
-    while rows := result.fetchmany(_ROWS_PER_FETCH):
-        if after == 0:
-            rows = [row for row in rows if row[1] <= through]  # blocks indexed since the snapshot
+    for chunk in row_chunks(connection, statement, parameters, _ROWS_PER_FETCH):
+        # A full read also filters out the blocks indexed since the snapshot's watermark.
+        rows = [row for row in chunk if row[1] <= through] if after == 0 else chunk
         blobs = [bytes(row[2]) for row in rows]
         ids.append(np.fromiter((row[0] for row in rows), np.int64, len(rows)))
         lengths.append(np.fromiter(map(len, blobs), np.int64, len(rows)) // 8)

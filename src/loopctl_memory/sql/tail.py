@@ -12,8 +12,10 @@ from collections.abc import Iterable
 from sqlalchemy import Connection
 
 from loopctl_memory.flat import tokens_of
-from loopctl_memory.sql.backend import backend_of
+from loopctl_memory.sql.backend import backend_of, row_chunks
 from loopctl_memory.sql.vocabulary import Terms
+
+_ROWS_PER_FETCH = 8_192
 
 
 class _Inverted:
@@ -57,20 +59,13 @@ class TailIndex:
         """Add the entries up to ``through`` (those stored since the last read)."""
         if through <= self.through:
             return
-        backend = backend_of(connection)
-        decode, window = backend.decode, (self.through, through)
-        texts = connection.exec_driver_sql(
-            backend.sql("SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq <= ?"),
-            window,
-        ).all()
-        self.add((int(seq), decode(text)) for seq, text in texts)
-        tags = connection.exec_driver_sql(
-            backend.sql(
-                "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq <= ?"
-            ),
-            window,
-        ).all()
-        self.add_tags((int(seq), decode(tag)) for seq, tag in tags)
+        decode, window = backend_of(connection).decode, (self.through, through)
+        texts = "SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq <= ?"
+        for rows in row_chunks(connection, texts, window, _ROWS_PER_FETCH):
+            self.add((int(seq), decode(text)) for seq, text in rows)
+        tags = "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq <= ?"
+        for rows in row_chunks(connection, tags, window, _ROWS_PER_FETCH):
+            self.add_tags((int(seq), decode(tag)) for seq, tag in rows)
         self.through = through
 
     def add(self, texts: Iterable[tuple[int, str]]) -> None:
