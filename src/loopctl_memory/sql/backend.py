@@ -448,10 +448,12 @@ def row_chunks(
     """The rows of ``statement`` (``?`` placeholders) as plain tuples, ``size`` at a time.
 
     For bulk reads: SQLAlchemy's row objects cost more per row than the rest
-    of the work. The statement runs on the same DBAPI connection, so in the
-    same transaction and snapshot as the caller's other statements.
+    of the work, and its async drivers' ordinary cursors fetch every row at
+    once (a server-side cursor fetches ``size`` at a time, so the whole result
+    never sits in memory). The statement runs on the same DBAPI connection, so
+    in the same transaction and snapshot as the caller's other statements.
     """
-    cursor = connection.connection.cursor()
+    cursor = connection.connection.cursor(server_side=True)
     try:
         cursor.execute(backend_of(connection).sql(statement), parameters)
         while rows := cursor.fetchmany(size):

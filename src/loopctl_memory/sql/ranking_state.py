@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Table, func, select
 
 from loopctl_memory.sql import index
-from loopctl_memory.sql.backend import backend_of
+from loopctl_memory.sql.backend import row_chunks
 from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment, seq_type
 from loopctl_memory.sql.tables import changes, entries, index_state, tag_values, tokens
 from loopctl_memory.sql.tail import TailIndex
@@ -105,8 +105,12 @@ class RankingState:
         self._read_entries(connection, 0, top)
         self.top = top
         self.mark = mark
-        self.token_segments = [load_segment(connection, index.TOKENS, 0, mark)]
-        self.tag_segments = [load_segment(connection, index.TAG_VALUES, 0, mark)]
+        self.token_segments = [
+            load_segment(connection, index.TOKENS, 0, mark, _postings(connection, tokens))
+        ]
+        self.tag_segments = [
+            load_segment(connection, index.TAG_VALUES, 0, mark, _postings(connection, tag_values))
+        ]
         self.tail = TailIndex(mark)
         self.tail.read(connection, top)
         self._read_terms(connection)
@@ -119,16 +123,12 @@ class RankingState:
             grown = np.full(max(through + 1, 2 * len(half)), -np.inf, np.float32)
             grown[: len(half)] = half
             self.half = half = grown
-        result = connection.exec_driver_sql(
-            backend_of(connection).sql(
-                "SELECT seq, relevance FROM entries WHERE seq > ? AND seq <= ?"
-            ),
-            (after, through),
-        )
-        while rows := result.fetchmany(_ROWS_PER_FETCH):
-            pairs = np.array(rows, dtype=np.float64)
+        statement = "SELECT seq, relevance FROM entries WHERE seq > ? AND seq <= ?"
+        for rows in row_chunks(connection, statement, (after, through), _ROWS_PER_FETCH):
+            seqs = np.fromiter((row[0] for row in rows), np.int64, len(rows))
+            relevance = np.fromiter((row[1] for row in rows), np.float64, len(rows))
             # binary32 relevance times binary32 0.5, rounded to binary32, as the crate does
-            half[pairs[:, 0].astype(np.int64)] = pairs[:, 1].astype(np.float32) * _HALF
+            half[seqs] = relevance.astype(np.float32) * _HALF
 
     def _apply_changes(self, connection: Connection, change: int) -> None:
         removed = connection.execute(
@@ -213,6 +213,11 @@ class RankingState:
         while self._mask_bytes > self._tuning.mask_cache_bytes and self._masks:
             _, dropped = self._masks.popitem(last=False)
             self._mask_bytes -= dropped.nbytes
+
+
+def _postings(connection: Connection, terms: Table) -> int:
+    """How many postings the terms have (each term counts the entries indexed with it)."""
+    return int(connection.execute(select(func.coalesce(func.sum(terms.c.entries), 0))).scalar_one())
 
 
 def _read_terms(connection: Connection, terms: Terms, term_id: Any, term: Any, after: int) -> int:

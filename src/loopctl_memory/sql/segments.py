@@ -89,8 +89,13 @@ def _positions(first: Ints, lengths: Ints) -> Ints:
     return positions
 
 
-def load_segment(connection: Connection, tables: TermTables, after: int, through: int) -> Segment:
-    """Read the postings of the blocks in ``(after, through]`` (one statement)."""
+def load_segment(
+    connection: Connection, tables: TermTables, after: int, through: int, expected: int = 0
+) -> Segment:
+    """Read the postings of the blocks in ``(after, through]`` (one statement).
+
+    ``expected``: about how many postings they hold, to allocate once.
+    """
     term_id, postings = tables.term_id, tables.postings.name
     if after == 0:  # every block: in primary key order, no sort and no index needed
         statement = (
@@ -106,15 +111,21 @@ def load_segment(connection: Connection, tables: TermTables, after: int, through
         parameters = (after, through)
     ids: list[Ints] = []
     lengths: list[Ints] = []
-    seqs: list[Seqs] = []
+    # Filled in place: a list of pieces joined at the end would need twice the memory.
+    seqs: Seqs = np.empty(expected, seq_type(through))
+    filled = 0
     for chunk in row_chunks(connection, statement, parameters, _ROWS_PER_FETCH):
         # A full read also filters out the blocks indexed since the snapshot's watermark.
         rows = [row for row in chunk if row[1] <= through] if after == 0 else chunk
         blobs = [bytes(row[2]) for row in rows]
         ids.append(np.fromiter((row[0] for row in rows), np.int64, len(rows)))
         lengths.append(np.fromiter(map(len, blobs), np.int64, len(rows)) // 8)
-        seqs.append(np.frombuffer(b"".join(blobs), "<i8").astype(seq_type(through)))
-    return _by_term(after, through, _joined(ids), _joined(lengths), _joined(seqs))
+        piece = np.frombuffer(b"".join(blobs), "<i8")
+        if filled + len(piece) > len(seqs):
+            seqs = np.concatenate((seqs[:filled], np.empty(max(len(seqs), len(piece)), seqs.dtype)))
+        seqs[filled : filled + len(piece)] = piece
+        filled += len(piece)
+    return _by_term(after, through, _joined(ids), _joined(lengths), seqs[:filled])
 
 
 def seq_type(highest: int) -> type[np.signedinteger[Any]]:

@@ -15,5 +15,5 @@ class Tuning:
 
     tail_limit: int = 10_000
     """Entries a write may leave unindexed; a process inverts at most about this many itself."""
-    mask_cache_bytes: int = 64 * 2**20
+    mask_cache_bytes: int = 32 * 2**20
     """Memory for the entry masks of words that many entries hold (one byte per entry each)."""
