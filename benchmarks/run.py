@@ -103,7 +103,10 @@ def _peak_rss_kb() -> int:
 async def _serve(
     db: str | Path, queries: list[str], warmup: int, guard: int, budget: float
 ) -> object:
+    began = time.perf_counter()
     async with open_store(db) as store:
+        await store.retrieve(queries[0], LIMIT)
+        first_query_s = time.perf_counter() - began  # what a new agent process waits
         for query in queries[:warmup]:
             await store.retrieve(query, LIMIT)
         gc.collect()
@@ -119,7 +122,13 @@ async def _serve(
             if number + 1 >= guard and time.perf_counter() - started > budget:
                 break
         count = await store.count()
-    return {"timings": timings, "answers": answers, "count": count, "peak_rss_kb": _peak_rss_kb()}
+    return {
+        "timings": timings,
+        "answers": answers,
+        "count": count,
+        "peak_rss_kb": _peak_rss_kb(),
+        "first_query_s": first_query_s,
+    }
 
 
 def serve_main(argv: Sequence[str]) -> None:
@@ -139,6 +148,7 @@ class Served:
     answers: list[list[str]]
     count: int
     peak_rss_mb: float
+    first_query_s: float
 
 
 def serve(db: str | Path, queries: list[str], options: Options, scratch: Path) -> Served:
@@ -156,6 +166,7 @@ def serve(db: str | Path, queries: list[str], options: Options, scratch: Path) -
         answers=report["answers"],
         count=report["count"],
         peak_rss_mb=report["peak_rss_kb"] / 1024,
+        first_query_s=report["first_query_s"],
     )
 
 
@@ -189,6 +200,9 @@ class Row:
     raw_executemany_rps: float = math.nan
     p50_ms: float = math.nan
     p95_ms: float = math.nan
+    p99_ms: float = math.nan
+    max_ms: float = math.nan
+    first_query_s: float = math.nan
     timed_queries: int = 0
     guard_p50_ms: float = math.nan
     guard_mean_ms: float = math.nan
@@ -276,6 +290,14 @@ def _check_answers(
         )
 
 
+def _record_serving(row: Row, served: Served) -> None:
+    row.p50_ms = statistics.median(served.timings) * 1e3
+    row.p95_ms = _p(served.timings, 95) * 1e3
+    row.p99_ms = _p(served.timings, 99) * 1e3
+    row.max_ms = max(served.timings) * 1e3
+    row.first_query_s = served.first_query_s
+
+
 def measure(workload: str, size: int, options: Options, scratch: Path) -> Row:
     """Every figure of one (workload, size), in ``scratch`` (a fresh directory)."""
     label = f"{workload} {size_label(size)}"
@@ -304,8 +326,7 @@ def measure(workload: str, size: int, options: Options, scratch: Path) -> Row:
     served = serve(db, queries, options, scratch)
     if served.count != size:
         raise WrongAnswerError(f"{label}: the serving process counted {served.count} entries")
-    row.p50_ms = statistics.median(served.timings) * 1e3
-    row.p95_ms = _p(served.timings, 95) * 1e3
+    _record_serving(row, served)
     row.timed_queries = len(served.timings)
     row.peak_rss_mb = served.peak_rss_mb
     row.guard_p50_ms = statistics.median(served.timings[: len(checked)]) * 1e3
@@ -410,6 +431,9 @@ COLUMNS = (
     "store_many/raw",
     "retrieve p50 ms",
     "retrieve p95 ms",
+    "retrieve p99 ms",
+    "retrieve max ms",
+    "open + first query s",
     "InMemoryStore p50 ms",
     "speed-up",
     "raw SQL scan p50 ms",
@@ -445,6 +469,9 @@ def _cells(row: Row) -> tuple[str, ...]:
         _ratio(row.store_many_rps / row.raw_rps),
         _num(row.p50_ms, 2),
         _num(row.p95_ms, 2),
+        _num(row.p99_ms, 2),
+        _num(row.max_ms, 2),
+        _num(row.first_query_s, 2),
         _num(row.memory_p50_ms),
         _ratio(row.memory_p50_ms / row.guard_p50_ms),
         _num(row.scan_p50_ms),
@@ -514,36 +541,74 @@ def _at(workload: str | None, size: int | None) -> Callable[[Row], bool]:
     return lambda row: (workload in (None, row.workload)) and (size in (None, row.size))
 
 
+def _faster(
+    baseline: Callable[[Row], float], ours: Callable[[Row], float]
+) -> Callable[[Row], float]:
+    return lambda row: baseline(row) / ours(row)
+
+
+def _rust(row: Row) -> float:
+    return row.rust_borrowed_ms
+
+
+def _at_least(times: float) -> Callable[[float], bool]:
+    return lambda value: value >= times
+
+
 TARGETS = (
     Target(
-        "natural 1M: retrieve p50 ≤ 40 ms",
+        "natural 1M: p50 ≥ 12x faster than the compiled reference's scan (borrowed entries)",
         _at("natural", 1_000_000),
-        lambda row: row.p50_ms,
-        lambda value: f"{value:.2f} ms",
-        lambda value: value <= 40,
-    ),
-    Target(
-        "natural 1M: retrieve vs the compiled Rust reference, as written (store mean / Rust mean)",
-        _at("natural", 1_000_000),
-        lambda row: row.guard_mean_ms / row.rust_ms,
+        _faster(_rust, lambda row: row.p50_ms),
         _ratio,
-        lambda value: True,
-        informative=True,
-    ),
-    Target(
-        "natural 100k: retrieve p50 ≥ 20x faster than InMemoryStore",
-        _at("natural", 100_000),
-        lambda row: row.memory_p50_ms / row.guard_p50_ms,
-        _ratio,
-        lambda value: value >= 20,
+        _at_least(12),
         worst=min,
     ),
     Target(
-        "dense 1M: retrieve p50 ≥ 4x faster than the raw SQL query scoring every row",
-        _at("dense", 1_000_000),
-        lambda row: row.scan_p50_ms / row.guard_p50_ms,
+        "natural 1M: p95 ≥ 6x faster than the compiled reference's scan",
+        _at("natural", 1_000_000),
+        _faster(_rust, lambda row: row.p95_ms),
         _ratio,
-        lambda value: value >= 4,
+        _at_least(6),
+        worst=min,
+    ),
+    Target(
+        "natural 1M: p99 ≥ 3x faster than the compiled reference's scan",
+        _at("natural", 1_000_000),
+        _faster(_rust, lambda row: row.p99_ms),
+        _ratio,
+        _at_least(3),
+        worst=min,
+    ),
+    Target(
+        "natural 1M: the slowest query ≤ 3x the median",
+        _at("natural", 1_000_000),
+        lambda row: row.max_ms / row.p50_ms,
+        _ratio,
+        lambda value: value <= 3,
+    ),
+    Target(
+        "natural 100k: p50 ≥ 50x faster than InMemoryStore",
+        _at("natural", 100_000),
+        _faster(lambda row: row.memory_p50_ms, lambda row: row.guard_p50_ms),
+        _ratio,
+        _at_least(50),
+        worst=min,
+    ),
+    Target(
+        "natural 100k: p50 ≥ 5x faster than the compiled reference's scan",
+        _at("natural", 100_000),
+        _faster(_rust, lambda row: row.p50_ms),
+        _ratio,
+        _at_least(5),
+        worst=min,
+    ),
+    Target(
+        "dense 1M: p50 ≥ 50x faster than the raw SQL query scoring every row",
+        _at("dense", 1_000_000),
+        _faster(lambda row: row.scan_p50_ms, lambda row: row.guard_p50_ms),
+        _ratio,
+        _at_least(50),
         worst=min,
     ),
     Target(
@@ -551,7 +616,7 @@ TARGETS = (
         _at(None, None),
         lambda row: row.store_many_rps / row.raw_rps,
         _ratio,
-        lambda value: value >= 1 / 3,
+        _at_least(1 / 3),
         worst=min,
     ),
     Target(
@@ -562,10 +627,10 @@ TARGETS = (
         lambda value: value <= 2,
     ),
     Target(
-        "consolidate of 1M with 10% prunable ≤ 2 s",
+        "1M: opening the store and answering its first query ≤ 2 s",
         _at(None, 1_000_000),
-        lambda row: row.consolidate_s,
-        lambda value: f"{value:.3f} s",
+        lambda row: row.first_query_s,
+        lambda value: f"{value:.2f} s",
         lambda value: value <= 2,
     ),
     Target(
@@ -574,6 +639,13 @@ TARGETS = (
         lambda row: row.peak_rss_mb,
         lambda value: f"{value:.0f} MB",
         lambda value: value <= 300,
+    ),
+    Target(
+        "consolidate of 1M with 10% prunable ≤ 2 s",
+        _at(None, 1_000_000),
+        lambda row: row.consolidate_s,
+        lambda value: f"{value:.3f} s",
+        lambda value: value <= 2,
     ),
 )
 
