@@ -25,7 +25,7 @@ import bisect
 import itertools
 import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -163,6 +163,20 @@ def entries(workload: str, size: int, seed: int = 1) -> list[MemoryEntry]:
     """The ``size`` entries of ``workload``, in insertion order."""
     rng = random.Random(f"entries-{workload}-{size}-{seed}")
     return _entries(_shape(workload, seed), rng, size, first_index=0)
+
+
+def entry_batches(
+    workload: str, size: int, batch: int, seed: int = 1
+) -> Iterator[list[MemoryEntry]]:
+    """``size`` entries of ``workload`` in lists of ``batch``, generated as they are asked for.
+
+    For sizes whose entries do not fit in memory at once; not the same entries
+    as :func:`entries` gives for the same size.
+    """
+    shape = _shape(workload, seed)
+    rng = random.Random(f"batches-{workload}-{size}-{seed}")
+    for start in range(0, size, batch):
+        yield _entries(shape, rng, min(batch, size - start), first_index=start)
 
 
 def extra_entries(workload: str, size: int, count: int, seed: int = 1) -> list[MemoryEntry]:

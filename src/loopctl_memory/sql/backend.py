@@ -10,7 +10,6 @@ integers, substring tests, statistics and storage size.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -18,15 +17,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import aiosqlite
-from sqlalchemy import ARRAY, BigInteger, event, func, literal, select
+from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import StaticPool
-from sqlalchemy.sql import ColumnElement, Select
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.functions import FunctionElement
-from sqlalchemy.types import Boolean
 
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS
@@ -94,14 +88,6 @@ class Backend:
     def tag_rows(self, batch: FlatBatch, first_seq: int) -> list[EntryRow]:
         """The batch's tags as rows for ``INSERT INTO tags (entry_seq, ...)``."""
         return [(first_seq + index, *rest) for index, *rest in batch.tags]
-
-    def int_list(self, values: list[int]) -> Select[Any]:
-        """A subquery of integers passed as one parameter, for ``column.in_(...)``.
-
-        One parameter instead of one per value: no limit on how many, and one
-        statement shape for the statement cache.
-        """
-        raise NotImplementedError
 
     def storage_bytes(self, connection: Connection) -> int:
         """Bytes the store's tables and indexes take in the database."""
@@ -207,10 +193,6 @@ class SqliteBackend(Backend):
                 connection.execute("ROLLBACK")
             raise
         return seq
-
-    def int_list(self, values: list[int]) -> Select[Any]:
-        """A JSON array read by ``json_each``."""
-        return select(func.json_each(json.dumps(sorted(values))).table_valued("value"))
 
     def storage_bytes(self, connection: Connection) -> int:
         """Pages times page size (the write-ahead log excluded)."""
@@ -329,10 +311,6 @@ class PostgresqlBackend(Backend):
             for index, position, tag, lower in batch.tags
         ]
 
-    def int_list(self, values: list[int]) -> Select[Any]:
-        """An array parameter, unnested."""
-        return select(func.unnest(literal(sorted(values), ARRAY(BigInteger()))))
-
     def storage_bytes(self, connection: Connection) -> int:
         """The total relation size of our tables in the current schema."""
         return int(
@@ -341,7 +319,7 @@ class PostgresqlBackend(Backend):
                 "JOIN pg_namespace n ON n.oid = c.relnamespace "
                 "WHERE c.relkind = 'r' AND n.nspname = current_schema() "
                 "AND c.relname IN ('entries', 'tags', 'tokens', 'postings', 'tag_values', "
-                "'tag_postings', 'index_state', 'alembic_version')"
+                "'tag_postings', 'index_state', 'changes', 'alembic_version')"
             ).scalar_one()
         )
 
@@ -409,37 +387,6 @@ def outside_transaction(connection: Connection, statement: str) -> list[Any]:
         return list(cursor.fetchall())
     finally:
         cursor.close()
-
-
-# --- a substring test, compiled for each database ---------------------------------
-
-
-def contains(haystack: ColumnElement[str], needle: str) -> _Contains:
-    """``needle`` occurs in the column ``haystack``, case-sensitively, as a plain substring.
-
-    Unlike LIKE it has no wildcards and no escaping to get wrong. The needle is
-    bound with the column's type, so it is stored the way the column is.
-    """
-    return _Contains(haystack, literal(needle, haystack.type))
-
-
-class _Contains(FunctionElement[bool]):
-    """See :func:`contains`."""
-
-    type = Boolean()
-    name = "contains"
-    inherit_cache = True
-
-
-@compiles(_Contains, "sqlite")
-def _contains_sqlite(element: _Contains, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"(instr({compiler.process(element.clauses, **kw)}) > 0)"
-
-
-@compiles(_Contains, "postgresql")
-def _contains_postgresql(element: _Contains, compiler: SQLCompiler, **kw: Any) -> str:
-    haystack, needle = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"(position({needle} IN {haystack}) > 0)"  # on bytes: see Utf8Text
 
 
 def row_chunks(

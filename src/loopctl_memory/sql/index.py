@@ -22,12 +22,11 @@ These functions take a synchronous connection inside the caller's transaction
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Table, func, select, update
 
-from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens, pack, unpack
+from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens, pack
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import (
     entries,
@@ -194,20 +193,3 @@ def _add_postings(
         ),
         sorted((ids[text], block, pack(seqs)) for text, seqs in by_term.items()),
     )
-
-
-def entries_with_terms(
-    connection: Connection, vocabulary: TermTables, term_ids: Iterable[int]
-) -> set[int]:
-    """Every indexed seq (deleted ones included) whose postings name one of these terms."""
-    found: set[int] = set()
-    ids = list(term_ids)
-    if not ids:
-        return found
-    term_id = vocabulary.postings.c[vocabulary.term_id]
-    in_list = backend_of(connection).int_list(ids)
-    for (blob,) in connection.execute(
-        select(vocabulary.postings.c.seqs).where(term_id.in_(in_list))
-    ):
-        found.update(unpack(blob))
-    return found

@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Table, func, select
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import row_chunks
 from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment, seq_type
-from loopctl_memory.sql.tables import changes, entries, index_state, tag_values, tokens
+from loopctl_memory.sql.tables import changes, tag_values, tokens
 from loopctl_memory.sql.tail import TailIndex
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.vocabulary import Terms
@@ -38,6 +38,12 @@ Mask = npt.NDArray[np.bool_]
 _MAX_SEGMENTS = 16
 _ROWS_PER_FETCH = 65_536
 _HALF = np.float32(0.5)
+# The highest seq, the last change and the watermark: what a refresh compares with its copy.
+_WHERE_THINGS_STAND = (
+    "SELECT (SELECT coalesce(max(seq), 0) FROM entries),"
+    " (SELECT coalesce(max(id), 0) FROM changes),"
+    " (SELECT indexed_through FROM index_state)"
+)
 
 
 class RankingState:
@@ -78,13 +84,7 @@ class RankingState:
             raise
 
     def _refresh(self, connection: Connection) -> None:
-        top, change, mark = connection.execute(
-            select(
-                select(func.coalesce(func.max(entries.c.seq), 0)).scalar_subquery(),
-                select(func.coalesce(func.max(changes.c.id), 0)).scalar_subquery(),
-                select(index_state.c.indexed_through).scalar_subquery(),
-            )
-        ).one()
+        top, change, mark = connection.exec_driver_sql(_WHERE_THINGS_STAND).one()
         top, change, mark = int(top), int(change), int(mark or 0)
         if not self._loaded or mark < self.mark or len(self.token_segments) >= _MAX_SEGMENTS:
             self._reset()
@@ -98,7 +98,6 @@ class RankingState:
             self._read_entries(connection, self.top, top)
             self.tail.read(connection, top)
             self.top = top
-        self._read_terms(connection)
 
     def _load(self, connection: Connection, top: int, change: int, mark: int) -> None:
         self.change = change
@@ -142,6 +141,7 @@ class RankingState:
         self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))
         self.tag_segments.append(load_segment(connection, index.TAG_VALUES, self.mark, mark))
         self.mark = mark
+        self._read_terms(connection)  # terms are created only when blocks are indexed
         tail = TailIndex(mark)
         tail.read(connection, max(self.top, mark))
         self.tail = tail
