@@ -38,7 +38,7 @@ async def reset_postgres(url: str) -> None:
     async with open_store(url) as store, store.engine.begin() as connection:
         await connection.execute(
             text(
-                "TRUNCATE entries, tags, tokens, postings, tag_values, tag_postings, changes "
+                "TRUNCATE entries, tags, tokens, token_blocks, tag_values, tag_blocks, changes "
                 "RESTART IDENTITY CASCADE"
             )
         )

@@ -45,9 +45,9 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         "tags",
         "index_state",
         "tokens",
-        "postings",
+        "token_blocks",
         "tag_values",
-        "tag_postings",
+        "tag_blocks",
         "changes",
     } == tables
 

@@ -495,32 +495,36 @@ class IndexContents:
     tag_values: dict[str, set[int]]
 
 
-TOKEN_TABLES = ("tokens", "token", "postings", "token_id")
-TAG_TABLES = ("tag_values", "value", "tag_postings", "value_id")
+TOKEN_TABLES = ("tokens", "token", "token_blocks")
+TAG_TABLES = ("tag_values", "value", "tag_blocks")
 
 
 def read_postings(
-    db: sqlite3.Connection, tables: tuple[str, str, str, str], mark: int
+    db: sqlite3.Connection, tables: tuple[str, str, str], mark: int
 ) -> dict[str, set[int]]:
-    """term -> seqs named by its postings; checks each blob and each term's count."""
-    terms, term, postings, term_id = tables
+    """term -> seqs named by its postings; checks each block's row and each term's count."""
+    terms, term, blocks = tables
     found: dict[str, set[int]] = {}
     posted: dict[str, int] = {}
     counts = dict(db.execute(f"SELECT {term}, entries FROM {terms}").fetchall())  # noqa: S608
-    rows = db.execute(
-        f"SELECT t.{term}, p.block, p.seqs FROM {postings} p "  # noqa: S608
-        f"JOIN {terms} t ON t.id = p.{term_id}"
-    ).fetchall()
-    for value, block, blob in rows:
-        seqs = list(unpack(blob))
-        assert seqs, value
-        assert all(a < b for a, b in pairwise(seqs)), (value, block)
-        assert block <= seqs[0], (value, block)
-        assert seqs[-1] <= mark, (value, block)
-        before = found.setdefault(value, set())
-        assert before.isdisjoint(seqs), (value, block)  # blocks never repeat an entry
-        before.update(seqs)
-        posted[value] = posted.get(value, 0) + len(seqs)
+    names = dict(db.execute(f"SELECT id, {term} FROM {terms}").fetchall())  # noqa: S608
+    rows = db.execute(f"SELECT block, term_ids, lengths, seqs FROM {blocks}").fetchall()  # noqa: S608
+    for block, term_ids, lengths, blob in rows:
+        ids, sizes, every = list(unpack(term_ids)), list(unpack(lengths)), list(unpack(blob))
+        assert ids == sorted(set(ids)), block
+        assert sum(sizes) == len(every), block
+        start = 0
+        for term_id, size in zip(ids, sizes, strict=True):
+            value, seqs = names[term_id], every[start : start + size]
+            start += size
+            assert seqs, value
+            assert all(a < b for a, b in pairwise(seqs)), (value, block)
+            assert block <= seqs[0], (value, block)
+            assert seqs[-1] <= mark, (value, block)
+            before = found.setdefault(value, set())
+            assert before.isdisjoint(seqs), (value, block)  # blocks never repeat an entry
+            before.update(seqs)
+            posted[value] = posted.get(value, 0) + len(seqs)
     assert counts == posted  # every term has postings, and its count is exact here
     return found
 

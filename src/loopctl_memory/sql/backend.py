@@ -318,8 +318,8 @@ class PostgresqlBackend(Backend):
                 "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
                 "JOIN pg_namespace n ON n.oid = c.relnamespace "
                 "WHERE c.relkind = 'r' AND n.nspname = current_schema() "
-                "AND c.relname IN ('entries', 'tags', 'tokens', 'postings', 'tag_values', "
-                "'tag_postings', 'index_state', 'changes', 'alembic_version')"
+                "AND c.relname IN ('entries', 'tags', 'tokens', 'token_blocks', 'tag_values', "
+                "'tag_blocks', 'index_state', 'changes', 'alembic_version')"
             ).scalar_one()
         )
 

@@ -12,9 +12,11 @@ Entries are indexed in blocks, not one by one: every entry with
 directly. A write that leaves the tail at the store's ``tail_limit`` or more
 indexes it in the same transaction, so the tail stays small.
 
-Postings of deleted entries stay behind: a candidate is always checked against
-the entries table, so they cost a little space and nothing else. Insertion
-numbers are never reused below the watermark (see ``write_position``).
+Each block's postings are one row: its terms' ids, how many seqs each has,
+and the seqs, term after term; a process reads the blocks whole (see
+:mod:`loopctl_memory.sql.segments`). Postings of deleted entries stay behind:
+retrieval knows which entries live, so they cost a little space and nothing
+else. Seqs are never given out twice (see ``write_position``).
 
 These functions take a synchronous connection inside the caller's transaction
 (``AsyncConnection.run_sync``); none of them commits.
@@ -31,10 +33,10 @@ from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import (
     entries,
     index_state,
-    postings,
-    tag_postings,
+    tag_blocks,
     tag_values,
     tags,
+    token_blocks,
     tokens,
 )
 
@@ -43,17 +45,16 @@ _TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
 
 @dataclass(frozen=True, slots=True)
 class TermTables:
-    """A vocabulary table (distinct terms) and its postings table, by name."""
+    """A vocabulary table (distinct terms, and its column of them) and its block postings."""
 
     terms: Table
     term: str
-    postings: Table
-    term_id: str
+    blocks: Table
 
 
-TOKENS = TermTables(tokens, "token", postings, "token_id")
-TAG_VALUES = TermTables(tag_values, "value", tag_postings, "value_id")
-_ANALYZED = [table.name for table in (entries, tags, tokens, postings, tag_values, tag_postings)]
+TOKENS = TermTables(tokens, "token", token_blocks)
+TAG_VALUES = TermTables(tag_values, "value", tag_blocks)
+_ANALYZED = [table.name for table in (entries, tags, tokens, token_blocks, tag_values, tag_blocks)]
 
 
 def watermark(connection: Connection) -> int:
@@ -160,7 +161,7 @@ def _read_back(
 def _add_postings(
     connection: Connection, vocabulary: TermTables, block: int, by_term: dict[str, list[int]]
 ) -> None:
-    """Add one block's postings (ascending seqs by term), creating or counting the terms."""
+    """Add one block's postings (ascending seqs by term) as one row, creating or counting terms."""
     if not by_term:
         return
     backend = backend_of(connection)
@@ -186,10 +187,16 @@ def _add_postings(
             tuple(chunk),
         )
         ids.update((backend.decode(text), term_id) for text, term_id in found)
+    by_id = sorted((ids[text], seqs) for text, seqs in by_term.items())
     connection.exec_driver_sql(
         backend.sql(
-            f"INSERT INTO {vocabulary.postings.name} ({vocabulary.term_id}, block, seqs) "  # noqa: S608
-            "VALUES (?, ?, ?)"
+            f"INSERT INTO {vocabulary.blocks.name} (block, term_ids, lengths, seqs) "  # noqa: S608
+            "VALUES (?, ?, ?, ?)"
         ),
-        sorted((ids[text], block, pack(seqs)) for text, seqs in by_term.items()),
+        (
+            block,
+            pack([term_id for term_id, _ in by_id]),
+            pack([len(seqs) for _, seqs in by_id]),
+            b"".join(pack(seqs) for _, seqs in by_id),
+        ),
     )

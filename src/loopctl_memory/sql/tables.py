@@ -124,8 +124,8 @@ changes = Table(
 """What changed besides appends, for the processes that keep a copy of the ranking columns."""
 
 
-def _vocabulary(name: str, term: str, what: str, postings_name: str) -> tuple[Table, Table]:
-    """A table of distinct terms and the table of their postings, one row per (term, block)."""
+def _vocabulary(name: str, term: str, what: str, blocks_name: str) -> tuple[Table, Table]:
+    """A table of distinct terms, and the postings of each indexed block in one row."""
     terms = Table(
         name,
         metadata,
@@ -133,20 +133,16 @@ def _vocabulary(name: str, term: str, what: str, postings_name: str) -> tuple[Ta
         Column(term, Utf8Text(), nullable=False, unique=True, comment=what),
         Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
     )
-    postings = Table(
-        postings_name,
+    blocks = Table(
+        blocks_name,
         metadata,
-        Column(f"{term}_id", _Seq, ForeignKey(terms.c.id), primary_key=True),
-        Column("block", BigInteger(), primary_key=True, autoincrement=False),
-        Column("seqs", LargeBinary(), nullable=False, comment="sorted int64 seqs, little-endian"),
-        sqlite_with_rowid=False,
+        Column("block", BigInteger(), primary_key=True, autoincrement=False, comment="first seq"),
+        Column("term_ids", LargeBinary(), nullable=False, comment="ascending int64, little-endian"),
+        Column("lengths", LargeBinary(), nullable=False, comment="int64: each term's seq count"),
+        Column("seqs", LargeBinary(), nullable=False, comment="int64: each term's seqs, ascending"),
     )
-    # Loading the blocks indexed since a process last looked reads only those.
-    Index(f"ix_{postings_name}_block", postings.c.block)
-    return terms, postings
+    return terms, blocks
 
 
-tokens, postings = _vocabulary("tokens", "token", "lowercase, no whitespace", "postings")
-tag_values, tag_postings = _vocabulary(
-    "tag_values", "value", "a whole lowercase tag", "tag_postings"
-)
+tokens, token_blocks = _vocabulary("tokens", "token", "lowercase, no whitespace", "token_blocks")
+tag_values, tag_blocks = _vocabulary("tag_values", "value", "a whole lowercase tag", "tag_blocks")
