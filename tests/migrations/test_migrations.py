@@ -17,9 +17,11 @@ from loopctl_memory import (
     MemoryCategory,
     MemoryEntry,
     SchemaError,
+    SqlMemoryStore,
     migrate,
     open_store,
 )
+from loopctl_memory.sql.tuning import Tuning
 from tests.migrations.schema_snapshot import schema_snapshot
 
 TARGETS = [":memory:", "file"]
@@ -265,3 +267,45 @@ async def test_the_category_check_builds_no_temporary_table_per_row_from_0003(sc
     raw.close()
     assert "Insert" in opcodes, "the plan is read"
     assert ("OpenEphemeral" in opcodes) == (schema == "downgraded to 0002")
+
+
+async def test_0004_regroups_postings_of_many_blocks_and_back(tmp_path):
+    """Down to 0003 (postings a term and block to a row) and up again (a block to a row):
+    several blocks, deleted entries, and retrieval exactly as the reference after each."""
+    rng = random.Random(4)
+    words = ["cache", "retry", "glob", "edit", "the", "a", "straße"]
+    stored = [
+        MemoryEntry(
+            MemoryCategory.FACT,
+            " ".join(rng.choices(words, k=rng.randint(1, 6))),
+            tags=rng.sample(words, k=rng.randint(0, 2)),
+            relevance=rng.randrange(21) * 0.05,
+        )
+        for _ in range(600)
+    ]
+    path = _sqlite_file(tmp_path)
+    async with open_store(path, tuning=Tuning(tail_limit=50)) as store:
+        for start in range(0, 600, 60):  # a block per batch, and a tail
+            await store.store_many(stored[start : start + 60])
+        for entry in stored[::7]:
+            await store.delete(entry.id)
+    reference = InMemoryStore([entry for n, entry in enumerate(stored) if n % 7])
+
+    async def answers_as_the_reference(store: SqlMemoryStore) -> None:
+        for query in ["cache retry", "straße", "the a", "", "e", "glob edit"]:
+            expected = [e.id for e in await reference.retrieve(query, 9)]
+            assert expected == [e.id for e in await store.retrieve(query, 9)], query
+
+    async with open_store(path) as store:
+        await answers_as_the_reference(store)
+        async with store.engine.connect() as connection:
+            await connection.run_sync(migrate.upgrade_to, "0003")
+    with sqlite3.connect(path) as raw:
+        blocks = raw.execute("SELECT count(DISTINCT block) FROM postings").fetchone()[0]
+    raw.close()
+    assert blocks >= 10
+    async with open_store(path) as store:
+        assert migrate.head() == await store.schema_revision()
+        await answers_as_the_reference(store)
+        async with store.engine.connect() as connection:
+            await connection.run_sync(migrate.check)

@@ -92,6 +92,9 @@ def load_segment(
     # Filled in place: a list of pieces joined at the end would need twice the memory.
     seqs: Seqs = np.empty(expected, seq_type(through))
     filled = 0
+    # Term ids, run starts and lengths in 32 bits while they fit: they are many (a run
+    # per term and block), and the regrouping by term copies them a few times.
+    small = seq_type(max(expected, through))
     terms: list[Ints] = []
     starts: list[Ints] = []
     lengths: list[Ints] = []
@@ -103,10 +106,10 @@ def load_segment(
                 grown[:filled] = seqs[:filled]
                 seqs = grown
             seqs[filled : filled + len(piece)] = piece
-            sizes = np.frombuffer(counts, "<i8").astype(np.int64)
-            terms.append(np.frombuffer(term_ids, "<i8").astype(np.int64))
-            starts.append(filled + np.cumsum(sizes) - sizes)
-            lengths.append(sizes)
+            sizes = np.frombuffer(counts, "<i8")
+            terms.append(np.frombuffer(term_ids, "<i8").astype(small))
+            starts.append((filled + np.cumsum(sizes) - sizes).astype(small))
+            lengths.append(sizes.astype(small))
             filled += len(piece)
     return _by_term(after, through, terms, Runs(_joined(starts), _joined(lengths)), seqs[:filled])
 
@@ -120,15 +123,18 @@ def _joined(parts: list[Ints]) -> Ints:
     return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
-def _by_term(after: int, through: int, terms: list[Ints], runs: Runs, seqs: Seqs) -> Segment:
+def _by_term(after: int, through: int, terms: list[Any], runs: Runs, seqs: Seqs) -> Segment:
     """Runs listed block after block, each block's by term, sorted by term then block."""
     run_terms = _joined(terms)
+    terms.clear()
     order = np.argsort(run_terms, kind="stable")  # stable: blocks stay in order
     run_terms = run_terms[order]
-    term_ids, first_run = np.unique(run_terms, return_index=True)
-    term_runs = np.append(first_run, len(run_terms)).astype(np.int64)
+    first_run = np.flatnonzero(np.diff(run_terms, prepend=-1))  # run_terms is sorted
+    term_ids = run_terms[first_run].astype(np.int64)
+    del run_terms
+    term_runs = np.append(first_run, len(order)).astype(np.int64)
     by_term = Runs(runs.first[order], runs.lengths[order])
-    return Segment(after, through, term_ids.astype(np.int64), term_runs, by_term, seqs)
+    return Segment(after, through, term_ids, term_runs, by_term, seqs)
 
 
 def _positions(first: Ints, lengths: Ints) -> Ints:
