@@ -12,7 +12,7 @@ LIKE wildcards, quotes and SQL fragments, NUL characters, tags that contain a
 whole query, relevances on a 0.05 grid and around the prune threshold.
 Some checks run between two writes (after the store has learned about some
 words), and about half the examples shrink the store's ``Tuning``
-(``tail_limit``, ``mask_cache_bytes``) so that a handful of entries already go
+(``tail_limit``, ``word_cache_bytes``) so that a handful of entries already go
 through several indexed blocks, the tail, and cached or evicted word masks.
 
 Independently of both stores, a small oracle re-derives the reference order
@@ -763,8 +763,8 @@ def large_expected(nul: bool) -> tuple[list[list[MemoryEntry]], Counter[str]]:
 # steps. One SQLite backend takes each path (both share the search code).
 LARGE_THRESHOLDS = {
     "sqlite-memory": None,
-    "sqlite-file": Tuning(tail_limit=500, mask_cache_bytes=4096),
-    "postgresql": Tuning(tail_limit=500, mask_cache_bytes=4096),
+    "sqlite-file": Tuning(tail_limit=500, word_cache_bytes=4096),
+    "postgresql": Tuning(tail_limit=500, word_cache_bytes=4096),
 }
 
 

@@ -111,6 +111,15 @@ class Backend:
     def after_open(self, connection: Connection, *, memory: bool) -> None:
         """Run once the schema is known to be ours, outside any transaction; may raise "locked"."""
 
+    @contextmanager
+    def reading_once(self, connection: Connection) -> Iterator[None]:
+        """Around a read of most of the database that will not be read again soon."""
+        yield
+
+
+_CACHE_SIZE = -65536  # KiB (negative): the random-UUID unique index misses the default 2 MiB
+_CACHE_SIZE_READING_ONCE = -2048
+
 
 class SqliteBackend(Backend):
     """SQLite through aiosqlite: WAL, ``BEGIN IMMEDIATE`` for writes, one connection in memory."""
@@ -154,8 +163,7 @@ class SqliteBackend(Backend):
                     # Takes effect only while the file is still empty; SQLite ignores it after.
                     cursor.execute(f"PRAGMA page_size={PAGE_SIZE}")
                     cursor.execute("PRAGMA synchronous=NORMAL")
-                    # The random-UUID unique index misses the default 2 MiB of page cache.
-                    cursor.execute("PRAGMA cache_size=-65536")
+                    cursor.execute(f"PRAGMA cache_size={_CACHE_SIZE}")
             finally:
                 cursor.close()
 
@@ -212,6 +220,22 @@ class SqliteBackend(Backend):
         mode = outside_transaction(connection, "PRAGMA journal_mode")
         if not mode or str(mode[0][0]).lower() != "wal":
             outside_transaction(connection, "PRAGMA journal_mode=WAL")
+
+    @contextmanager
+    def reading_once(self, connection: Connection) -> Iterator[None]:
+        """A small page cache meanwhile, the usual one after.
+
+        Pages read once would only fill the cache, which is per connection and
+        stays allocated: memory the process needs for what it read.
+        """
+        if connection.engine.url.database in (None, "", ":memory:"):  # the cache is the database
+            yield
+            return
+        connection.exec_driver_sql(f"PRAGMA cache_size={_CACHE_SIZE_READING_ONCE}")
+        try:
+            yield
+        finally:
+            connection.exec_driver_sql(f"PRAGMA cache_size={_CACHE_SIZE}")
 
     @contextmanager
     def migrating(self, connection: Connection) -> Iterator[None]:

@@ -26,8 +26,16 @@ import numpy.typing as npt
 from sqlalchemy import Connection, Table, func, select
 
 from loopctl_memory.sql import index
-from loopctl_memory.sql.backend import row_chunks
-from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment, seq_type
+from loopctl_memory.sql.backend import backend_of, row_chunks
+from loopctl_memory.sql.segments import (
+    Ints,
+    Runs,
+    Segment,
+    Seqs,
+    distinct,
+    load_segment,
+    seq_type,
+)
 from loopctl_memory.sql.tables import changes, tag_values, tokens
 from loopctl_memory.sql.tail import TailIndex
 from loopctl_memory.sql.tuning import Tuning
@@ -69,8 +77,8 @@ class RankingState:
         self.token_segments: list[Segment] = []
         self.tag_segments: list[Segment] = []
         self.tail = TailIndex(0)
-        self._masks: OrderedDict[str, Mask] = OrderedDict()
-        self._mask_bytes = 0
+        self._kept: OrderedDict[str, Seqs | Mask] = OrderedDict()  # words that cost many postings
+        self._kept_bytes = 0
         self._loaded = False
 
     # --- keeping current ---
@@ -100,6 +108,10 @@ class RankingState:
             self.top = top
 
     def _load(self, connection: Connection, top: int, change: int, mark: int) -> None:
+        with backend_of(connection).reading_once(connection):
+            self._read_all(connection, top, change, mark)
+
+    def _read_all(self, connection: Connection, top: int, change: int, mark: int) -> None:
         self.change = change
         self._read_entries(connection, 0, top)
         self.top = top
@@ -145,8 +157,8 @@ class RankingState:
         tail = TailIndex(mark)
         tail.read(connection, max(self.top, mark))
         self.tail = tail
-        self._masks.clear()
-        self._mask_bytes = 0
+        self._kept.clear()
+        self._kept_bytes = 0
 
     def _read_terms(self, connection: Connection) -> None:
         """Add the tokens and tag values created since the last read."""
@@ -160,27 +172,32 @@ class RankingState:
 
     # --- looking up ---
 
-    def word_entries(self, word: str) -> Seqs | Mask:
-        """The entries whose memory contains ``word``: their seqs, or a mask over seqs.
+    def word_entries(self, word: str) -> tuple[Seqs | Mask, bool]:
+        """The indexed entries whose memory contains ``word``, and whether they are distinct.
 
-        Seqs may repeat and include removed entries; a mask (for a word many
-        entries hold, kept for the next query) covers the indexed blocks only,
-        and the tail's seqs follow it in a second call-free list.
+        Either a mask over seqs (for a word most entries hold) or seqs, which
+        may repeat unless said distinct; removed entries may be among them. A
+        word that took many postings to find is kept for the next queries,
+        within the budget. The tail's entries come from :meth:`word_tail`.
         """
-        kept = self._masks.get(word)
+        kept = self._kept.get(word)
         if kept is not None:
-            self._masks.move_to_end(word)
-            return kept
+            self._kept.move_to_end(word)
+            return kept, True
         wanted: Ints = np.array(self.tokens.containing(word), np.int64)
         runs = [segment.runs(wanted) for segment in self.token_segments]
-        postings = sum(part.postings for part in runs)
-        if postings * 16 < len(self.half) or not self._tuning.mask_cache_bytes:
-            return self._gather(self.token_segments, runs)
-        mask: Mask = np.zeros(self.mark + 1, np.bool_)
-        for segment, part in zip(self.token_segments, runs, strict=True):
-            segment.mark(part, mask)
-        self._remember(word, mask)
-        return mask
+        postings, size = sum(part.postings for part in runs), self.top + 1
+        if postings * 16 < size or not self._tuning.word_cache_bytes:
+            return self._gather(self.token_segments, runs), False
+        found: Seqs | Mask
+        if postings * 4 >= size:
+            found = np.zeros(self.mark + 1, np.bool_)
+            for segment, part in zip(self.token_segments, runs, strict=True):
+                segment.mark(part, found)
+        else:
+            found = distinct(self._gather(self.token_segments, runs), size)
+        self._remember(word, found)
+        return found, True
 
     def word_tail(self, word: str) -> list[int]:
         """Seqs of the tail entries whose memory contains ``word`` (they may repeat)."""
@@ -207,12 +224,12 @@ class RankingState:
             return parts[0]
         return np.concatenate(parts) if parts else np.empty(0, seq_type(self.top))
 
-    def _remember(self, word: str, mask: Mask) -> None:
-        self._masks[word] = mask
-        self._mask_bytes += mask.nbytes
-        while self._mask_bytes > self._tuning.mask_cache_bytes and self._masks:
-            _, dropped = self._masks.popitem(last=False)
-            self._mask_bytes -= dropped.nbytes
+    def _remember(self, word: str, found: Seqs | Mask) -> None:
+        self._kept[word] = found
+        self._kept_bytes += found.nbytes
+        while self._kept_bytes > self._tuning.word_cache_bytes and self._kept:
+            _, dropped = self._kept.popitem(last=False)
+            self._kept_bytes -= dropped.nbytes
 
 
 def _postings(connection: Connection, terms: Table) -> int:

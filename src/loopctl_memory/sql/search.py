@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from loopctl_memory.scoring import ParsedQuery
 from loopctl_memory.sql.ranking_state import RankingState
+from loopctl_memory.sql.segments import distinct
 
 _OVERLAP_WEIGHT = np.float32(0.4)
 _TAG_BONUS = np.float32(0.3)
@@ -57,7 +58,7 @@ def _scores(state: RankingState, query: ParsedQuery, size: int) -> Scores:
             scores = half + overlap[counts]
         if len(touched):
             scores[touched] = half[touched] + overlap[touched_counts]
-    tagged = np.unique(state.tagged(query.text))
+    tagged = distinct(state.tagged(query.text), size)
     if len(tagged):
         scores[tagged] = scores[tagged] + _TAG_BONUS
     scores += _BASELINE
@@ -85,7 +86,7 @@ def _matches(
     seqs: list[Any] = []
     weights: list[int] = []
     for word, weight in zip(query.words, query.weights, strict=True):
-        found = state.word_entries(word)
+        found, is_distinct = state.word_entries(word)
         tail = state.word_tail(word)
         if found.dtype == np.bool_:
             if counts is None:
@@ -96,23 +97,28 @@ def _matches(
             else:
                 part += found.astype(counts.dtype) * counts.dtype.type(weight)
             if tail:
-                seqs.append(np.unique(np.array(tail, np.int64)))
+                seqs.append(distinct(np.array(tail, np.int64), size))
                 weights.append(weight)
-        else:
-            hits = np.concatenate((found, np.array(tail, found.dtype))) if tail else found
-            if len(hits):
-                seqs.append(np.unique(hits))
-                weights.append(weight)
+        elif tail:
+            seqs.append(distinct(np.concatenate((found, np.array(tail, found.dtype))), size))
+            weights.append(weight)
+        elif len(found):
+            seqs.append(found if is_distinct else distinct(found, size))  # type: ignore[arg-type]
+            weights.append(weight)
     no_seqs = np.empty(0, np.int64)
     if not seqs:
         return counts, no_seqs, no_seqs
     every = np.concatenate(seqs)
     each = np.repeat(np.array(weights, np.int64), [len(part) for part in seqs])
+    if counts is None and len(every) * 32 >= size:
+        counts = np.zeros(size, _count_type(query.word_count))
     if counts is not None:
         np.add.at(counts, every, each.astype(counts.dtype))
         return counts, no_seqs, no_seqs
-    touched, inverse = np.unique(every, return_inverse=True)
-    return None, touched, np.bincount(inverse, weights=each).astype(np.int64)
+    order = np.argsort(every, kind="stable")
+    every, each = every[order], each[order]
+    first = np.flatnonzero(np.diff(every, prepend=-1))
+    return None, every[first].astype(np.int64), np.add.reduceat(each, first)
 
 
 def _count_type(word_count: int) -> type[np.unsignedinteger[Any]]:

@@ -72,7 +72,7 @@ class Segment:
         """Set ``mask[seq]`` for every seq in these runs, a bounded piece at a time."""
         ends = np.cumsum(runs.lengths)
         cuts = np.searchsorted(ends, np.arange(_PIECE, int(ends[-1]) if len(ends) else 0, _PIECE))
-        for low, high in itertools.pairwise([0, *np.unique(cuts).tolist(), len(ends)]):
+        for low, high in itertools.pairwise([0, *sorted(set(cuts.tolist())), len(ends)]):
             if high > low:
                 first, lengths = runs.first[low:high], runs.lengths[low:high]
                 mask[self.seqs[_positions(first, lengths)]] = True
@@ -112,6 +112,24 @@ def load_segment(
             lengths.append(sizes.astype(small))
             filled += len(piece)
     return _by_term(after, through, terms, Runs(_joined(starts), _joined(lengths)), seqs[:filled])
+
+
+def distinct(seqs: Seqs, size: int) -> Seqs:
+    """The distinct ``seqs`` (all below ``size``), ascending.
+
+    Sorted when few, through a mask over every seq when many: numpy's own
+    ``unique`` hashes, several times slower than either here.
+    """
+    if len(seqs) * 32 < size:
+        ordered = np.sort(seqs)
+        keep = np.empty(len(ordered), np.bool_)
+        keep[:1] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+        kept: Seqs = ordered[keep]
+        return kept
+    mask = np.zeros(size, np.bool_)
+    mask[seqs] = True
+    return np.flatnonzero(mask).astype(seqs.dtype)
 
 
 def seq_type(highest: int) -> type[np.signedinteger[Any]]:

@@ -15,5 +15,6 @@ class Tuning:
 
     tail_limit: int = 10_000
     """Entries a write may leave unindexed; a process inverts at most about this many itself."""
-    mask_cache_bytes: int = 32 * 2**20
-    """Memory for the entry masks of words that many entries hold (one byte per entry each)."""
+    word_cache_bytes: int = 64 * 2**20
+    """Memory for the entries of the words that took many postings to find, kept for later
+    queries (a mask of one byte per entry for the commonest, else their seqs)."""
