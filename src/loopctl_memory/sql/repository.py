@@ -168,21 +168,34 @@ async def storage_bytes(connection: AsyncConnection) -> int:
 
 
 async def fetch_entries(connection: AsyncConnection, seqs: Sequence[int]) -> list[MemoryEntry]:
-    """The entries with these insertion numbers, in the order given."""
-    found = await _load(connection, seqs)
+    """The entries with these insertion numbers, in the order given.
+
+    One statement (per ``_IDS_PER_STATEMENT``) reads the entries joined with their tags.
+    """
+    found: dict[int, MemoryEntry] = {}
+    joined = entries.outerjoin(tags, tags.c.entry_seq == entries.c.seq)
+    for chunk in _chunks(seqs, _IDS_PER_STATEMENT):
+        rows = await connection.execute(
+            select(*_ENTRY_COLUMNS, tags.c.tag)
+            .select_from(joined)
+            .where(entries.c.seq.in_(chunk))
+            .order_by(entries.c.seq, tags.c.position)
+        )
+        for row in rows:
+            entry = found.get(row.seq)
+            if entry is None:
+                entry = found[row.seq] = _entry(row, [])
+            if row.tag is not None:  # a tag is never NULL: None is the outer join's "no tag"
+                entry.tags.append(row.tag)
     return [found[seq] for seq in seqs]
 
 
 async def _load(
-    connection: AsyncConnection, seqs: Sequence[int], rows: Sequence[Any] | None = None
+    connection: AsyncConnection, seqs: Sequence[int], rows: Sequence[Any]
 ) -> dict[int, MemoryEntry]:
-    entry_rows = list(rows) if rows is not None else []
+    """The entries of these rows of ``_ENTRY_COLUMNS``, with their tags."""
     tags_of: dict[int, list[str]] = {seq: [] for seq in seqs}
     for chunk in _chunks(seqs, _IDS_PER_STATEMENT):
-        if rows is None:
-            entry_rows.extend(
-                await connection.execute(select(*_ENTRY_COLUMNS).where(entries.c.seq.in_(chunk)))
-            )
         tag_result = await connection.execute(
             select(tags.c.entry_seq, tags.c.tag)
             .where(tags.c.entry_seq.in_(chunk))
@@ -190,19 +203,20 @@ async def _load(
         )
         for entry_seq, tag in tag_result:
             tags_of[entry_seq].append(tag)
-    return {
-        row.seq: MemoryEntry(
-            category=MemoryCategory(row.category),
-            memory=row.memory,
-            tags=tags_of[row.seq],
-            relevance=row.relevance,
-            id=row.id,
-            created_at=EPOCH + row.created_at_us * MICROSECOND,
-            access_count=row.access_count,
-            validated=bool(row.validated),
-        )
-        for row in entry_rows
-    }
+    return {row.seq: _entry(row, tags_of[row.seq]) for row in rows}
+
+
+def _entry(row: Any, entry_tags: list[str]) -> MemoryEntry:
+    return MemoryEntry(
+        category=MemoryCategory(row.category),
+        memory=row.memory,
+        tags=entry_tags,
+        relevance=row.relevance,
+        id=row.id,
+        created_at=EPOCH + row.created_at_us * MICROSECOND,
+        access_count=row.access_count,
+        validated=bool(row.validated),
+    )
 
 
 def _chunks(items: Sequence[int], size: int) -> Iterable[Sequence[int]]:
