@@ -121,8 +121,14 @@ async def _serve(
                 answers.append([str(entry.id) for entry in found])
             if number + 1 >= guard and time.perf_counter() - started > budget:
                 break
+        warm: list[float] = []  # the same queries again: every word seen before
+        for query in queries[: len(timings)]:
+            began = time.perf_counter()
+            await store.retrieve(query, LIMIT)
+            warm.append(time.perf_counter() - began)
         count = await store.count()
     return {
+        "warm": warm,
         "timings": timings,
         "answers": answers,
         "count": count,
@@ -145,6 +151,7 @@ class Served:
     """What the serving child measured."""
 
     timings: list[float]
+    warm: list[float]
     answers: list[list[str]]
     count: int
     peak_rss_mb: float
@@ -163,6 +170,7 @@ def serve(db: str | Path, queries: list[str], options: Options, scratch: Path) -
     report = json.loads(completed.stdout)
     return Served(
         timings=report["timings"],
+        warm=report["warm"],
         answers=report["answers"],
         count=report["count"],
         peak_rss_mb=report["peak_rss_kb"] / 1024,
@@ -203,6 +211,9 @@ class Row:
     p99_ms: float = math.nan
     max_ms: float = math.nan
     first_query_s: float = math.nan
+    warm_p50_ms: float = math.nan
+    warm_p99_ms: float = math.nan
+    warm_max_ms: float = math.nan
     timed_queries: int = 0
     guard_p50_ms: float = math.nan
     guard_mean_ms: float = math.nan
@@ -296,6 +307,9 @@ def _record_serving(row: Row, served: Served) -> None:
     row.p99_ms = _p(served.timings, 99) * 1e3
     row.max_ms = max(served.timings) * 1e3
     row.first_query_s = served.first_query_s
+    row.warm_p50_ms = statistics.median(served.warm) * 1e3
+    row.warm_p99_ms = _p(served.warm, 99) * 1e3
+    row.warm_max_ms = max(served.warm) * 1e3
 
 
 def measure(workload: str, size: int, options: Options, scratch: Path) -> Row:
@@ -433,6 +447,7 @@ COLUMNS = (
     "retrieve p95 ms",
     "retrieve p99 ms",
     "retrieve max ms",
+    "warm p50 / p99 / max ms",
     "open + first query s",
     "InMemoryStore p50 ms",
     "speed-up",
@@ -471,6 +486,7 @@ def _cells(row: Row) -> tuple[str, ...]:
         _num(row.p95_ms, 2),
         _num(row.p99_ms, 2),
         _num(row.max_ms, 2),
+        f"{_num(row.warm_p50_ms, 2)} / {_num(row.warm_p99_ms, 2)} / {_num(row.warm_max_ms, 2)}",
         _num(row.first_query_s, 2),
         _num(row.memory_p50_ms),
         _ratio(row.memory_p50_ms / row.guard_p50_ms),
@@ -588,6 +604,13 @@ TARGETS = (
         lambda value: value <= 3,
     ),
     Target(
+        "natural 1M, warm (the same queries again): the slowest query ≤ 3x the median",
+        _at("natural", 1_000_000),
+        lambda row: row.warm_max_ms / row.warm_p50_ms,
+        _ratio,
+        lambda value: value <= 3,
+    ),
+    Target(
         "natural 100k: p50 ≥ 50x faster than InMemoryStore",
         _at("natural", 100_000),
         _faster(lambda row: row.memory_p50_ms, lambda row: row.guard_p50_ms),
@@ -685,7 +708,11 @@ def notes(rows: Sequence[Row], options: Options, rust_note: str) -> str:
             + " rows/s).",
             f"- `retrieve`: limit {LIMIT}, each query once, after {options.warmup} warm-up"
             " queries, in a fresh child process that only opens the file store and serves"
-            f" (`peak RSS MB` is that process's VmHWM). Queries timed: {timed}.",
+            f" (`peak RSS MB` is that process's VmHWM). Queries timed: {timed}. `warm`: the"
+            " same queries again in the same process, every word seen before (a word many"
+            " entries hold costs its postings the first time it is seen, then comes from"
+            " memory). `open + first query`: from `open_store` to the first answer, which"
+            " reads the whole index.",
             f"- Baselines and the correctness guard use the first {options.guard} queries; the"
             " store's p50 (or mean, for Rust) over those same queries is the denominator of each"
             " speed-up and ratio. Every one of them returned exactly InMemoryStore's ids, in"

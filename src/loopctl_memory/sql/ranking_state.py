@@ -77,7 +77,8 @@ class RankingState:
         self.token_segments: list[Segment] = []
         self.tag_segments: list[Segment] = []
         self.tail = TailIndex(0)
-        self._kept: OrderedDict[str, Seqs | Mask] = OrderedDict()  # words that cost many postings
+        # Words that took many postings to find: their distinct seqs, or a mask as bits.
+        self._kept: OrderedDict[str, npt.NDArray[Any]] = OrderedDict()
         self._kept_bytes = 0
         self._loaded = False
 
@@ -183,6 +184,8 @@ class RankingState:
         kept = self._kept.get(word)
         if kept is not None:
             self._kept.move_to_end(word)
+            if kept.dtype == np.uint8:  # a mask, a bit an entry
+                return np.unpackbits(kept, count=self.mark + 1).view(np.bool_), True
             return kept, True
         wanted: Ints = np.array(self.tokens.containing(word), np.int64)
         runs = [segment.runs(wanted) for segment in self.token_segments]
@@ -225,8 +228,15 @@ class RankingState:
         return np.concatenate(parts) if parts else np.empty(0, seq_type(self.top))
 
     def _remember(self, word: str, found: Seqs | Mask) -> None:
-        self._kept[word] = found
-        self._kept_bytes += found.nbytes
+        # A mask is kept as bits (unpacking it costs about a tenth of a query); seqs
+        # as they are, when they take less room than bits.
+        kept = np.packbits(found) if found.dtype == np.bool_ else found
+        if found.dtype != np.bool_ and found.nbytes * 8 > len(self.half):
+            mask = np.zeros(self.mark + 1, np.bool_)
+            mask[found] = True
+            kept = np.packbits(mask)
+        self._kept[word] = kept
+        self._kept_bytes += kept.nbytes
         while self._kept_bytes > self._tuning.word_cache_bytes and self._kept:
             _, dropped = self._kept.popitem(last=False)
             self._kept_bytes -= dropped.nbytes
