@@ -21,7 +21,7 @@ def test_the_single_store_fast_path_is_taken_on_the_installed_aiosqlite() -> Non
         " then add the version here"
     )
     assert callable(aiosqlite.Connection._execute)
-    assert backend_named("sqlite").stores_one_directly
+    assert backend_named("sqlite").works_in_one_hop
 
 
 async def test_a_single_store_commits_everything_or_nothing(tmp_path: Path) -> None:

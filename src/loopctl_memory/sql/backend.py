@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import aiosqlite
 from sqlalchemy import event
@@ -40,6 +40,7 @@ calls for a batch write, the same speed for single stores and retrieval."""
 WRITERS_LOCK = 0x6C6F6F70_6D656D  # "loopmem": the PostgreSQL advisory lock writers queue on
 
 EntryRow = tuple[Any, ...]
+T = TypeVar("T")
 
 _INSERT_ONE = (
     f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) VALUES ("  # noqa: S608 - our own names
@@ -52,8 +53,9 @@ class Backend:
     """What one database does its own way. One instance per dialect, shared."""
 
     name: ClassVar[str]
-    stores_one_directly: ClassVar[bool] = False
-    """Whether :meth:`store_one` is a faster path for a single entry than a batch of one."""
+    works_in_one_hop: ClassVar[bool] = False
+    """Whether :meth:`store_one` and :meth:`read_directly` run a single store and a retrieval
+    in one hop to the driver's thread, faster than SQLAlchemy's statement-by-statement path."""
 
     def engine_options(
         self, *, memory: bool, busy_timeout: float, pool: PoolOptions
@@ -99,7 +101,7 @@ class Backend:
     async def store_one(self, driver: Any, batch: FlatBatch) -> int:
         """Store a batch of one entry in a transaction of its own on the driver's connection.
 
-        Returns the entry's seq. Only where :attr:`stores_one_directly`.
+        Returns the entry's seq. Only where :attr:`works_in_one_hop`.
         """
         raise NotImplementedError
 
@@ -112,9 +114,20 @@ class Backend:
         """Run once the schema is known to be ours, outside any transaction; may raise "locked"."""
 
     @contextmanager
-    def reading_once(self, connection: Connection) -> Iterator[None]:
+    def reading_once(self, reader: Reader) -> Iterator[None]:
         """Around a read of most of the database that will not be read again soon."""
         yield
+
+    def decode_uuid(self, stored: Any) -> uuid.UUID:
+        """A ``Uuid`` column's value as the driver returns it (raw SQL paths), as a UUID."""
+        return stored if type(stored) is uuid.UUID else uuid.UUID(str(stored))
+
+    async def read_directly(self, driver: Any, work: Callable[[Reader], T], *, memory: bool) -> T:
+        """Run ``work`` in one read transaction on the driver's connection, in one hop.
+
+        Only where :attr:`works_in_one_hop`.
+        """
+        raise NotImplementedError
 
 
 _CACHE_SIZE = -65536  # KiB (negative): the random-UUID unique index misses the default 2 MiB
@@ -125,7 +138,7 @@ class SqliteBackend(Backend):
     """SQLite through aiosqlite: WAL, ``BEGIN IMMEDIATE`` for writes, one connection in memory."""
 
     name = "sqlite"
-    stores_one_directly = callable(getattr(aiosqlite.Connection, "_execute", None))
+    works_in_one_hop = callable(getattr(aiosqlite.Connection, "_execute", None))
 
     def engine_options(
         self, *, memory: bool, busy_timeout: float, pool: PoolOptions
@@ -222,20 +235,36 @@ class SqliteBackend(Backend):
             outside_transaction(connection, "PRAGMA journal_mode=WAL")
 
     @contextmanager
-    def reading_once(self, connection: Connection) -> Iterator[None]:
+    def reading_once(self, reader: Reader) -> Iterator[None]:
         """A small page cache meanwhile, the usual one after.
 
         Pages read once would only fill the cache, which is per connection and
         stays allocated: memory the process needs for what it read.
         """
-        if connection.engine.url.database in (None, "", ":memory:"):  # the cache is the database
+        if reader.memory:  # the cache is the database
             yield
             return
-        connection.exec_driver_sql(f"PRAGMA cache_size={_CACHE_SIZE_READING_ONCE}")
+        reader.execute(f"PRAGMA cache_size={_CACHE_SIZE_READING_ONCE}")
         try:
             yield
         finally:
-            connection.exec_driver_sql(f"PRAGMA cache_size={_CACHE_SIZE}")
+            reader.execute(f"PRAGMA cache_size={_CACHE_SIZE}")
+
+    def decode_uuid(self, stored: Any) -> uuid.UUID:
+        """32 hex digits, as SQLAlchemy's ``Uuid`` stores one on SQLite."""
+        return uuid.UUID(hex=stored)
+
+    async def read_directly(self, driver: Any, work: Callable[[Reader], T], *, memory: bool) -> T:
+        """One hop to aiosqlite's thread for a whole read transaction (see :meth:`store_one`)."""
+        result: T = await driver._execute(self._read_blocking, driver._conn, work, memory)
+        return result
+
+    def _read_blocking(self, connection: Any, work: Callable[[Reader], T], memory: bool) -> T:
+        connection.execute("BEGIN")
+        try:
+            return work(Reader(connection.cursor, self, memory=memory))
+        finally:
+            connection.execute("ROLLBACK")  # it wrote nothing: ending it either way is the same
 
     @contextmanager
     def migrating(self, connection: Connection) -> Iterator[None]:
@@ -413,21 +442,57 @@ def outside_transaction(connection: Connection, statement: str) -> list[Any]:
         cursor.close()
 
 
-def row_chunks(
-    connection: Connection, statement: str, parameters: tuple[Any, ...], size: int
-) -> Iterator[Sequence[Any]]:
-    """The rows of ``statement`` (``?`` placeholders) as plain tuples, ``size`` at a time.
+class Reader:
+    """The statements of one read transaction, through the driver's own cursors.
 
-    For bulk reads: SQLAlchemy's row objects cost more per row than the rest
-    of the work, and its async drivers' ordinary cursors fetch every row at
-    once (a server-side cursor fetches ``size`` at a time, so the whole result
-    never sits in memory). The statement runs on the same DBAPI connection, so
-    in the same transaction and snapshot as the caller's other statements.
+    For the reads a process makes to keep its copy for ranking, and for the
+    entries it returns: SQLAlchemy's row objects cost more per row than the
+    rest of the work, and its async drivers' ordinary cursors fetch every row
+    at once (a server-side cursor fetches a chunk at a time, so a whole table
+    never sits in memory). Statements use ``?`` placeholders.
     """
-    cursor = connection.connection.cursor(server_side=True)
-    try:
-        cursor.execute(backend_of(connection).sql(statement), parameters)
-        while rows := cursor.fetchmany(size):
-            yield rows
-    finally:
-        cursor.close()
+
+    def __init__(self, cursor: Callable[[], Any], backend: Backend, *, memory: bool) -> None:
+        self._cursor = cursor
+        self.backend = backend
+        self.memory = memory
+        """Whether the database is SQLite's ``:memory:``."""
+
+    @classmethod
+    def of(cls, connection: Connection) -> Reader:
+        """A reader in the transaction of a SQLAlchemy connection (inside ``run_sync``)."""
+        memory = connection.engine.url.database in (None, "", ":memory:")
+
+        def cursor() -> Any:
+            return connection.connection.cursor(server_side=True)
+
+        return cls(cursor, backend_of(connection), memory=memory)
+
+    def chunks(
+        self, statement: str, parameters: Sequence[Any], size: int
+    ) -> Iterator[Sequence[Any]]:
+        """The rows, ``size`` at a time."""
+        cursor = self._cursor()
+        try:
+            cursor.execute(self.backend.sql(statement), tuple(parameters))
+            while rows := cursor.fetchmany(size):
+                yield rows
+        finally:
+            cursor.close()
+
+    def all(self, statement: str, parameters: Sequence[Any] = ()) -> list[Any]:
+        """Every row."""
+        return [row for rows in self.chunks(statement, parameters, 4_096) for row in rows]
+
+    def one(self, statement: str, parameters: Sequence[Any] = ()) -> Any:
+        """The only row."""
+        (row,) = self.all(statement, parameters)
+        return row
+
+    def execute(self, statement: str) -> None:
+        """A statement with no rows (a pragma)."""
+        cursor = self._cursor()
+        try:
+            cursor.execute(statement)
+        finally:
+            cursor.close()

@@ -23,10 +23,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection, Table, func, select
 
 from loopctl_memory.sql import index
-from loopctl_memory.sql.backend import backend_of, row_chunks
+from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.segments import (
     Ints,
     Runs,
@@ -36,7 +35,6 @@ from loopctl_memory.sql.segments import (
     load_segment,
     seq_type,
 )
-from loopctl_memory.sql.tables import changes, tag_values, tokens
 from loopctl_memory.sql.tail import TailIndex
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.vocabulary import Terms
@@ -84,7 +82,7 @@ class RankingState:
 
     # --- keeping current ---
 
-    def refresh(self, connection: Connection) -> None:
+    def refresh(self, connection: Reader) -> None:
         """Bring the copy to what this transaction sees; on any failure, forget it all."""
         try:
             self._refresh(connection)
@@ -92,8 +90,8 @@ class RankingState:
             self._reset()
             raise
 
-    def _refresh(self, connection: Connection) -> None:
-        top, change, mark = connection.exec_driver_sql(_WHERE_THINGS_STAND).one()
+    def _refresh(self, connection: Reader) -> None:
+        top, change, mark = connection.one(_WHERE_THINGS_STAND)
         top, change, mark = int(top), int(change), int(mark or 0)
         if not self._loaded or mark < self.mark or len(self.token_segments) >= _MAX_SEGMENTS:
             self._reset()
@@ -108,27 +106,29 @@ class RankingState:
             self.tail.read(connection, top)
             self.top = top
 
-    def _load(self, connection: Connection, top: int, change: int, mark: int) -> None:
-        with backend_of(connection).reading_once(connection):
+    def _load(self, connection: Reader, top: int, change: int, mark: int) -> None:
+        with connection.backend.reading_once(connection):
             self._read_all(connection, top, change, mark)
 
-    def _read_all(self, connection: Connection, top: int, change: int, mark: int) -> None:
+    def _read_all(self, connection: Reader, top: int, change: int, mark: int) -> None:
         self.change = change
         self._read_entries(connection, 0, top)
         self.top = top
         self.mark = mark
         self.token_segments = [
-            load_segment(connection, index.TOKENS, 0, mark, _postings(connection, tokens))
+            load_segment(connection, index.TOKENS, 0, mark, _postings(connection, index.TOKENS))
         ]
         self.tag_segments = [
-            load_segment(connection, index.TAG_VALUES, 0, mark, _postings(connection, tag_values))
+            load_segment(
+                connection, index.TAG_VALUES, 0, mark, _postings(connection, index.TAG_VALUES)
+            )
         ]
         self.tail = TailIndex(mark)
         self.tail.read(connection, top)
         self._read_terms(connection)
         self._loaded = True
 
-    def _read_entries(self, connection: Connection, after: int, through: int) -> None:
+    def _read_entries(self, connection: Reader, after: int, through: int) -> None:
         """Read the relevance of the entries with ``after < seq <= through``."""
         half = self.half
         if len(half) <= through:
@@ -136,21 +136,21 @@ class RankingState:
             grown[: len(half)] = half
             self.half = half = grown
         statement = "SELECT seq, relevance FROM entries WHERE seq > ? AND seq <= ?"
-        for rows in row_chunks(connection, statement, (after, through), _ROWS_PER_FETCH):
+        for rows in connection.chunks(statement, (after, through), _ROWS_PER_FETCH):
             seqs = np.fromiter((row[0] for row in rows), np.int64, len(rows))
             relevance = np.fromiter((row[1] for row in rows), np.float64, len(rows))
             # binary32 relevance times binary32 0.5, rounded to binary32, as the crate does
             half[seqs] = relevance.astype(np.float32) * _HALF
 
-    def _apply_changes(self, connection: Connection, change: int) -> None:
-        removed = connection.execute(
-            select(changes.c.seq).where(changes.c.id > self.change, changes.c.id <= change)
-        ).scalars()
-        seqs = np.fromiter(removed, np.int64)
+    def _apply_changes(self, connection: Reader, change: int) -> None:
+        removed = connection.all(
+            "SELECT seq FROM changes WHERE id > ? AND id <= ?", (self.change, change)
+        )
+        seqs = np.fromiter((row[0] for row in removed), np.int64, len(removed))
         self.half[seqs[seqs < len(self.half)]] = -np.inf
         self.change = change
 
-    def _add_blocks(self, connection: Connection, mark: int) -> None:
+    def _add_blocks(self, connection: Reader, mark: int) -> None:
         self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))
         self.tag_segments.append(load_segment(connection, index.TAG_VALUES, self.mark, mark))
         self.mark = mark
@@ -161,14 +161,12 @@ class RankingState:
         self._kept.clear()
         self._kept_bytes = 0
 
-    def _read_terms(self, connection: Connection) -> None:
+    def _read_terms(self, connection: Reader) -> None:
         """Add the tokens and tag values created since the last read."""
         read_tokens, read_tags = self._terms_read
         self._terms_read = (
-            _read_terms(connection, self.tokens, tokens.c.id, tokens.c.token, read_tokens),
-            _read_terms(
-                connection, self.tag_values, tag_values.c.id, tag_values.c.value, read_tags
-            ),
+            _read_terms(connection, self.tokens, index.TOKENS, read_tokens),
+            _read_terms(connection, self.tag_values, index.TAG_VALUES, read_tags),
         )
 
     # --- looking up ---
@@ -242,13 +240,18 @@ class RankingState:
             self._kept_bytes -= dropped.nbytes
 
 
-def _postings(connection: Connection, terms: Table) -> int:
+def _postings(connection: Reader, tables: index.TermTables) -> int:
     """How many postings the terms have (each term counts the entries indexed with it)."""
-    return int(connection.execute(select(func.coalesce(func.sum(terms.c.entries), 0))).scalar_one())
+    (total,) = connection.one(f"SELECT coalesce(sum(entries), 0) FROM {tables.terms.name}")  # noqa: S608
+    return int(total)
 
 
-def _read_terms(connection: Connection, terms: Terms, term_id: Any, term: Any, after: int) -> int:
-    rows = connection.execute(select(term_id, term).where(term_id > after).order_by(term_id))
-    fresh = [(int(number), text) for number, text in rows]
+def _read_terms(connection: Reader, terms: Terms, tables: index.TermTables, after: int) -> int:
+    decode = connection.backend.decode
+    rows = connection.all(
+        f"SELECT id, {tables.term} FROM {tables.terms.name} WHERE id > ? ORDER BY id",  # noqa: S608
+        (after,),
+    )
+    fresh = [(int(number), decode(text)) for number, text in rows]
     terms.add(fresh)
     return fresh[-1][0] if fresh else after

@@ -20,7 +20,7 @@ from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch
 from loopctl_memory.scoring import PRUNE_THRESHOLD
 from loopctl_memory.sql import index
-from loopctl_memory.sql.backend import backend_of
+from loopctl_memory.sql.backend import Reader, backend_of
 from loopctl_memory.sql.tables import (
     ENTRY_FIELDS,
     INSERT_ENTRIES,
@@ -167,26 +167,47 @@ async def storage_bytes(connection: AsyncConnection) -> int:
     return await connection.run_sync(lambda sync: backend_of(sync).storage_bytes(sync))
 
 
-async def fetch_entries(connection: AsyncConnection, seqs: Sequence[int]) -> list[MemoryEntry]:
-    """The entries with these insertion numbers, in the order given.
+_ENTRIES_WITH_TAGS = (
+    "SELECT e.seq, e.id, e.category, e.memory, e.relevance, e.created_at_us, e.access_count,"
+    " e.validated, t.tag FROM entries e LEFT JOIN tags t ON t.entry_seq = e.seq"
+    " WHERE e.seq IN ({}) ORDER BY e.seq, t.position"
+)
+
+
+def entries_by_seq(reader: Reader, seqs: Sequence[int]) -> list[MemoryEntry]:
+    """The entries with these insertion numbers, in the order given (all must exist).
 
     One statement (per ``_IDS_PER_STATEMENT``) reads the entries joined with their tags.
     """
+    backend = reader.backend
+    decode, decode_uuid = backend.decode, backend.decode_uuid
     found: dict[int, MemoryEntry] = {}
-    joined = entries.outerjoin(tags, tags.c.entry_seq == entries.c.seq)
     for chunk in _chunks(seqs, _IDS_PER_STATEMENT):
-        rows = await connection.execute(
-            select(*_ENTRY_COLUMNS, tags.c.tag)
-            .select_from(joined)
-            .where(entries.c.seq.in_(chunk))
-            .order_by(entries.c.seq, tags.c.position)
-        )
-        for row in rows:
-            entry = found.get(row.seq)
+        statement = _ENTRIES_WITH_TAGS.format(", ".join("?" * len(chunk)))
+        for (
+            seq,
+            entry_id,
+            category,
+            memory,
+            relevance,
+            created,
+            accessed,
+            validated,
+            tag,
+        ) in reader.all(statement, chunk):
+            entry = found.get(seq)
             if entry is None:
-                entry = found[row.seq] = _entry(row, [])
-            if row.tag is not None:  # a tag is never NULL: None is the outer join's "no tag"
-                entry.tags.append(row.tag)
+                entry = found[seq] = MemoryEntry(
+                    category=MemoryCategory(category),
+                    memory=decode(memory),
+                    relevance=relevance,
+                    id=decode_uuid(entry_id),
+                    created_at=EPOCH + created * MICROSECOND,
+                    access_count=accessed,
+                    validated=bool(validated),
+                )
+            if tag is not None:  # a tag is never NULL: None is the outer join's "no tag"
+                entry.tags.append(decode(tag))
     return [found[seq] for seq in seqs]
 
 

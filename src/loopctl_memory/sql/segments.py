@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection
 
-from loopctl_memory.sql.backend import row_chunks
+from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.index import TermTables
 
 Ints = npt.NDArray[np.int64]
@@ -79,7 +78,7 @@ class Segment:
 
 
 def load_segment(
-    connection: Connection, tables: TermTables, after: int, through: int, expected: int = 0
+    connection: Reader, tables: TermTables, after: int, through: int, expected: int = 0
 ) -> Segment:
     """Read the postings of the blocks in ``(after, through]``: a row a block.
 
@@ -98,7 +97,7 @@ def load_segment(
     terms: list[Ints] = []
     starts: list[Ints] = []
     lengths: list[Ints] = []
-    for rows in row_chunks(connection, statement, (after, through), _BLOCKS_PER_FETCH):
+    for rows in connection.chunks(statement, (after, through), _BLOCKS_PER_FETCH):
         for _, term_ids, counts, blob in rows:
             piece = np.frombuffer(blob, "<i8")
             if filled + len(piece) > len(seqs):

@@ -28,6 +28,7 @@ from loopctl_memory.errors import InvalidEntryError, StorageError
 from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import index, repository, search
+from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.engine import (
     DEFAULT_BUSY_TIMEOUT,
@@ -135,7 +136,7 @@ class SqlMemoryStore:
         """
         batch = flatten((check_entry(entry),))
         backend = self._backend
-        if not backend.stores_one_directly:
+        if not backend.works_in_one_hop:
             await self.store_flat(batch)
             return
         seq = await self._run_raw("store", lambda driver: backend.store_one(driver, batch))
@@ -178,18 +179,23 @@ class SqlMemoryStore:
         validate_query(query, limit)
         parsed = parse_query(query)
 
-        ranking = self._ranking
+        ranking, backend = self._ranking, self._backend
 
-        def rank(connection: Connection) -> list[int]:
-            ranking.refresh(connection)
-            return search.top_seqs(ranking, parsed, limit)
-
-        async def work(connection: AsyncConnection) -> list[MemoryEntry]:
-            best = await connection.run_sync(rank)
-            return await repository.fetch_entries(connection, best)
+        def answer(reader: Reader) -> list[MemoryEntry]:
+            ranking.refresh(reader)
+            return repository.entries_by_seq(reader, search.top_seqs(ranking, parsed, limit))
 
         async with self._ranking_lock:
-            return await self._run("retrieve", work, write=False)
+            if backend.works_in_one_hop:  # one hop to the driver's thread: see store()
+                memory = self._target.is_memory
+                return await self._run_raw(
+                    "retrieve", lambda driver: backend.read_directly(driver, answer, memory=memory)
+                )
+            return await self._run(
+                "retrieve",
+                lambda connection: connection.run_sync(lambda sync: answer(Reader.of(sync))),
+                write=False,
+            )
 
     async def consolidate(self) -> ConsolidationStats:
         """Delete every entry whose relevance, as binary32, is below 0.05, in one transaction."""

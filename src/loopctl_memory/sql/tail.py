@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import Connection
-
 from loopctl_memory.flat import tokens_of
-from loopctl_memory.sql.backend import backend_of, row_chunks
+from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.vocabulary import Terms
 
 _ROWS_PER_FETCH = 8_192
@@ -55,16 +53,16 @@ class TailIndex:
     def __len__(self) -> int:
         return self.through - self.after
 
-    def read(self, connection: Connection, through: int) -> None:
+    def read(self, connection: Reader, through: int) -> None:
         """Add the entries up to ``through`` (those stored since the last read)."""
         if through <= self.through:
             return
-        decode, window = backend_of(connection).decode, (self.through, through)
+        decode, window = connection.backend.decode, (self.through, through)
         texts = "SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq <= ?"
-        for rows in row_chunks(connection, texts, window, _ROWS_PER_FETCH):
+        for rows in connection.chunks(texts, window, _ROWS_PER_FETCH):
             self.add((int(seq), decode(text)) for seq, text in rows)
         tags = "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq <= ?"
-        for rows in row_chunks(connection, tags, window, _ROWS_PER_FETCH):
+        for rows in connection.chunks(tags, window, _ROWS_PER_FETCH):
             self.add_tags((int(seq), decode(tag)) for seq, tag in rows)
         self.through = through
 
