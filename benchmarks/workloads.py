@@ -193,6 +193,12 @@ def queries(workload: str, count: int, seed: int = 1) -> list[str]:
     return [_sentence(rng, shape, rng.randint(low, high)).rstrip(".") for _ in range(count)]
 
 
+def long_query(workload: str, words: int, seed: int = 1) -> str:
+    """One query of ``words`` words of ``workload``'s text: a whole prompt passed as a query."""
+    rng = random.Random(f"long-query-{workload}-{seed}")
+    return _sentence(rng, _shape(workload, seed), words)
+
+
 def describe(workload: str, seed: int = 1) -> str:
     """One line on the workload's vocabulary, for the report."""
     shape = _shape(workload, seed)
