@@ -128,20 +128,23 @@ async def test_a_database_with_foreign_tables_is_refused_and_left_untouched(tmp_
     assert before == path.read_bytes()
 
 
-async def test_an_older_database_is_upgraded_with_its_data(tmp_path):
-    """Downgrade a filled store to 0001, reopen: every entry is intact at head, the
-    token index is rebuilt, and retrieval answers exactly as the reference."""
-    rng = random.Random(1)
+def _entries(rng: random.Random, count: int) -> list[MemoryEntry]:
     words = ["cache", "retry", "glob", "edit", "the", "a", "straße", "ΣΟΦΙΑ"]
-    stored = [
+    return [
         MemoryEntry(
             MemoryCategory.FACT,
             " ".join(rng.choices(words, k=rng.randint(1, 8))),
             tags=rng.sample(words, k=rng.randint(0, 2)),
             relevance=rng.randrange(21) * 0.05,
         )
-        for _ in range(2_500)
+        for _ in range(count)
     ]
+
+
+async def test_an_older_database_is_upgraded_with_its_data(tmp_path):
+    """Downgrade a filled store to 0001, reopen: every entry is intact at head, the
+    token index is rebuilt, and retrieval answers exactly as the reference."""
+    stored = _entries(random.Random(1), 2_500)
     path = _sqlite_file(tmp_path)
     async with open_store(path) as store:
         await store.store_many(stored)
@@ -272,17 +275,7 @@ async def test_the_category_check_builds_no_temporary_table_per_row_from_0003(sc
 async def test_0004_regroups_postings_of_many_blocks_and_back(tmp_path):
     """Down to 0003 (postings a term and block to a row) and up again (a block to a row):
     several blocks, deleted entries, and retrieval exactly as the reference after each."""
-    rng = random.Random(4)
-    words = ["cache", "retry", "glob", "edit", "the", "a", "straße"]
-    stored = [
-        MemoryEntry(
-            MemoryCategory.FACT,
-            " ".join(rng.choices(words, k=rng.randint(1, 6))),
-            tags=rng.sample(words, k=rng.randint(0, 2)),
-            relevance=rng.randrange(21) * 0.05,
-        )
-        for _ in range(600)
-    ]
+    stored = _entries(random.Random(4), 600)
     path = _sqlite_file(tmp_path)
     async with open_store(path, tuning=Tuning(tail_limit=50)) as store:
         for start in range(0, 600, 60):  # a block per batch, and a tail
