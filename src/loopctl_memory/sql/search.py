@@ -50,12 +50,12 @@ def top_seqs(state: RankingState, query: ParsedQuery, limit: int) -> list[int]:
 
 def _scores(state: RankingState, query: ParsedQuery, size: int) -> Scores:
     half = state.half[:size]
-    scores = half.copy()
-    if query.words:
+    if not query.words:
+        scores = half.copy()
+    else:
         overlap = _overlap_terms(query.word_count)
         counts, touched, touched_counts = _matches(state, query, size)
-        if counts is not None:
-            scores = half + overlap[counts]
+        scores = half + overlap[counts] if counts is not None else half.copy()
         if len(touched):
             scores[touched] = half[touched] + overlap[touched_counts]
     tagged = distinct(state.tagged(query.text), size)
