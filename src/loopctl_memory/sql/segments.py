@@ -23,7 +23,7 @@ Seqs = npt.NDArray[np.signedinteger[Any]]
 """int32 while every seq fits (half the memory), else int64."""
 
 _PIECE = 1 << 20  # seqs marked at a time: bounds the index arrays a common word needs
-_BLOCKS_PER_FETCH = 4  # a block's row holds the postings of up to tail_limit-odd entries
+_BLOCKS_PER_FETCH = 4  # a row holds a whole block's postings (about tail_limit entries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +41,8 @@ class Runs:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """The postings of the blocks in ``(after, through]``."""
+    """The postings of some consecutive blocks."""
 
-    after: int
-    through: int
     term_ids: Ints  # the terms with postings here, ascending
     term_runs: Ints  # term i's runs are those from term_runs[i] to term_runs[i + 1]
     runs_by_term: Runs
@@ -110,7 +108,7 @@ def load_segment(
             starts.append((filled + np.cumsum(sizes) - sizes).astype(small))
             lengths.append(sizes.astype(small))
             filled += len(piece)
-    return _by_term(after, through, terms, Runs(_joined(starts), _joined(lengths)), seqs[:filled])
+    return _by_term(terms, Runs(_joined(starts), _joined(lengths)), seqs[:filled])
 
 
 def distinct(seqs: Seqs, size: int) -> Seqs:
@@ -140,7 +138,7 @@ def _joined(parts: list[Ints]) -> Ints:
     return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
-def _by_term(after: int, through: int, terms: list[Any], runs: Runs, seqs: Seqs) -> Segment:
+def _by_term(terms: list[Any], runs: Runs, seqs: Seqs) -> Segment:
     """Runs listed block after block, each block's by term, sorted by term then block."""
     run_terms = _joined(terms)
     terms.clear()
@@ -151,7 +149,7 @@ def _by_term(after: int, through: int, terms: list[Any], runs: Runs, seqs: Seqs)
     del run_terms
     term_runs = np.append(first_run, len(order)).astype(np.int64)
     by_term = Runs(runs.first[order], runs.lengths[order])
-    return Segment(after, through, term_ids, term_runs, by_term, seqs)
+    return Segment(term_ids, term_runs, by_term, seqs)
 
 
 def _positions(first: Ints, lengths: Ints) -> Ints:

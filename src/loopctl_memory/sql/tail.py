@@ -24,14 +24,18 @@ class _Inverted:
         self._number: dict[str, int] = {}
         self._seqs: list[list[int]] = []
 
-    def add(self, seq: int, term: str) -> None:
-        number = self._number.get(term)
-        if number is None:
-            number = self._number[term] = len(self._seqs)
-            self._seqs.append([seq])
-            self.terms.add(((number, term),))
-        else:
-            self._seqs[number].append(seq)
+    def add(self, pairs: Iterable[tuple[int, str]]) -> None:
+        """Add (seq, term) pairs; new terms join the vocabulary in one piece."""
+        new: list[tuple[int, str]] = []
+        for seq, term in pairs:
+            number = self._number.get(term)
+            if number is None:
+                number = self._number[term] = len(self._seqs)
+                self._seqs.append([seq])
+                new.append((number, term))
+            else:
+                self._seqs[number].append(seq)
+        self.terms.add(new)
 
     def seqs_containing(self, text: str) -> list[int]:
         """Seqs of the entries with a term containing ``text`` (an entry may come twice)."""
@@ -45,13 +49,9 @@ class TailIndex:
     """The entries with ``after < seq <= through``, inverted by token and by lowercase tag."""
 
     def __init__(self, after: int) -> None:
-        self.after = after
         self.through = after
         self._tokens = _Inverted()
         self._tags = _Inverted()
-
-    def __len__(self) -> int:
-        return self.through - self.after
 
     def read(self, connection: Reader, through: int) -> None:
         """Add the entries up to ``through`` (those stored since the last read)."""
@@ -68,16 +68,11 @@ class TailIndex:
 
     def add(self, texts: Iterable[tuple[int, str]]) -> None:
         """Invert (seq, lowercase memory) pairs."""
-        add = self._tokens.add
-        for seq, text in texts:
-            for token in tokens_of(text):
-                add(seq, token)
+        self._tokens.add((seq, token) for seq, text in texts for token in tokens_of(text))
 
     def add_tags(self, tags: Iterable[tuple[int, str]]) -> None:
         """Invert (seq, lowercase tag) pairs."""
-        add = self._tags.add
-        for seq, tag in tags:
-            add(seq, tag)
+        self._tags.add(tags)
 
     def word_seqs(self, word: str) -> list[int]:
         """Seqs of the tail entries whose memory contains ``word`` (which has no whitespace)."""
