@@ -24,6 +24,7 @@ These functions take a synchronous connection inside the caller's transaction
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Table, func, select, update
@@ -97,17 +98,25 @@ def shorten_tail(connection: Connection, tail_limit: int) -> int:
     """Index the tail if it has reached ``tail_limit`` entries; return the watermark after."""
     position = write_position(connection)
     if position.tail_after(0) >= tail_limit:
-        index_tail(connection)
+        index_tail(connection, row_entries=tail_limit)
         return watermark(connection)
     return position.indexed_through
 
 
-def index_tail(connection: Connection, fresh: FlatBatch | None = None, first_seq: int = 0) -> None:
+def index_tail(
+    connection: Connection,
+    fresh: FlatBatch | None = None,
+    first_seq: int = 0,
+    *,
+    row_entries: int,
+) -> None:
     """Add every entry above the watermark to the postings.
 
     ``fresh``: the tail's newest entries, stored from ``first_seq`` on in this
     transaction, whose tokens and tags are taken from memory; the older rest of
-    the tail is read back.
+    the tail is read back. ``row_entries``: the most seqs one row of postings
+    covers (the store's ``tail_limit``), so that rows stay far below the
+    databases' limits on a value's size however large one write is.
     """
     start = watermark(connection)
     by_token: dict[str, list[int]] = {}
@@ -122,8 +131,8 @@ def index_tail(connection: Connection, fresh: FlatBatch | None = None, first_seq
         last = first_seq + len(fresh) - 1
     if last == start:
         return
-    _add_postings(connection, TOKENS, start + 1, by_token)
-    _add_postings(connection, TAG_VALUES, start + 1, by_tag)
+    _add_postings(connection, TOKENS, start + 1, by_token, row_entries)
+    _add_postings(connection, TAG_VALUES, start + 1, by_tag, row_entries)
     connection.execute(update(index_state).values(indexed_through=last))
     backend_of(connection).after_indexing(connection, _ANALYZED)
 
@@ -159,9 +168,16 @@ def _read_back(
 
 
 def _add_postings(
-    connection: Connection, vocabulary: TermTables, block: int, by_term: dict[str, list[int]]
+    connection: Connection,
+    vocabulary: TermTables,
+    block: int,
+    by_term: dict[str, list[int]],
+    row_entries: int,
 ) -> None:
-    """Add one block's postings (ascending seqs by term) as one row, creating or counting terms."""
+    """Add one block's postings (ascending seqs by term), creating or counting the terms.
+
+    A row for each ``row_entries`` seqs from ``block`` on, numbered by its first.
+    """
     if not by_term:
         return
     backend = backend_of(connection)
@@ -187,16 +203,27 @@ def _add_postings(
             tuple(chunk),
         )
         ids.update((backend.decode(text), term_id) for text, term_id in found)
-    by_id = sorted((ids[text], seqs) for text, seqs in by_term.items())
+    row_entries = max(row_entries, 1)
+    rows: dict[int, list[tuple[int, list[int]]]] = {}
+    for term_id, seqs in sorted((ids[text], seqs) for text, seqs in by_term.items()):
+        start = 0
+        while start < len(seqs):
+            row = block + (seqs[start] - block) // row_entries * row_entries
+            end = bisect.bisect_left(seqs, row + row_entries, start)
+            rows.setdefault(row, []).append((term_id, seqs[start:end]))
+            start = end
     connection.exec_driver_sql(
         backend.sql(
             f"INSERT INTO {vocabulary.blocks.name} (block, term_ids, lengths, seqs) "  # noqa: S608
             "VALUES (?, ?, ?, ?)"
         ),
-        (
-            block,
-            pack([term_id for term_id, _ in by_id]),
-            pack([len(seqs) for _, seqs in by_id]),
-            b"".join(pack(seqs) for _, seqs in by_id),
-        ),
+        [
+            (
+                row,
+                pack([term_id for term_id, _ in terms]),
+                pack([len(seqs) for _, seqs in terms]),
+                b"".join(pack(seqs) for _, seqs in terms),
+            )
+            for row, terms in sorted(rows.items())
+        ],
     )

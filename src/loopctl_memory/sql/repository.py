@@ -64,7 +64,7 @@ async def insert_entries(connection: AsyncConnection, batch: FlatBatch, tuning: 
         )
     if position.tail_after(len(batch)) < tuning.tail_limit:
         return position.indexed_through
-    await connection.run_sync(index.index_tail, batch, first_seq)
+    await connection.run_sync(index.index_tail, batch, first_seq, row_entries=tuning.tail_limit)
     return first_seq + len(batch) - 1
 
 

@@ -76,49 +76,78 @@ def _overlap_terms(word_count: int) -> Scores:
 def _matches(
     state: RankingState, query: ParsedQuery, size: int
 ) -> tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Weighted matches: a dense count per entry (or None) plus sparse (seqs, counts).
+    """Weighted matches: a dense count per entry, or sparse (seqs, counts) when few.
 
-    Words many entries hold come as masks and are added densely; the others as
-    seqs, added sparsely. Sparse seqs that a dense count also covers are added
-    to it, so each entry is counted in one place only.
+    Words many entries hold come as masks and are added densely. The others
+    come as distinct seqs: kept aside while they are few, added to a dense
+    count once they are not (so memory stays one count per entry, whatever
+    the number of words).
     """
-    counts: Any = None
-    seqs: list[Any] = []
-    weights: list[int] = []
+    counts = _Counts(size, _count_type(query.word_count))
     for word, weight in zip(query.words, query.weights, strict=True):
         found, is_distinct = state.word_entries(word)
         tail = state.word_tail(word)
         if found.dtype == np.bool_:
-            if counts is None:
-                counts = np.zeros(size, _count_type(query.word_count))
-            part = counts[: len(found)]
-            if weight == 1:
-                np.add(part, found, out=part, casting="unsafe")
-            else:
-                part += found.astype(counts.dtype) * counts.dtype.type(weight)
+            counts.add_mask(found, weight)
             if tail:
-                seqs.append(distinct(np.array(tail, np.int64), size))
-                weights.append(weight)
+                counts.add_seqs(distinct(np.array(tail, np.int64), size), weight)
         elif tail:
-            seqs.append(distinct(np.concatenate((found, np.array(tail, found.dtype))), size))
-            weights.append(weight)
+            counts.add_seqs(
+                distinct(np.concatenate((found, np.array(tail, found.dtype))), size), weight
+            )
         elif len(found):
-            seqs.append(found if is_distinct else distinct(found, size))  # type: ignore[arg-type]
-            weights.append(weight)
-    no_seqs = np.empty(0, np.int64)
-    if not seqs:
-        return counts, no_seqs, no_seqs
-    every = np.concatenate(seqs)
-    each = np.repeat(np.array(weights, np.int64), [len(part) for part in seqs])
-    if counts is None and len(every) * 32 >= size:
-        counts = np.zeros(size, _count_type(query.word_count))
-    if counts is not None:
-        np.add.at(counts, every, each.astype(counts.dtype))
-        return counts, no_seqs, no_seqs
-    order = np.argsort(every, kind="stable")
-    every, each = every[order], each[order]
-    first = np.flatnonzero(np.diff(every, prepend=-1))
-    return None, every[first].astype(np.int64), np.add.reduceat(each, first)
+            counts.add_seqs(found if is_distinct else distinct(found, size), weight)  # type: ignore[arg-type]
+    return counts.result()
+
+
+class _Counts:
+    """Weighted match counts, sparse until they are many."""
+
+    def __init__(self, size: int, count_type: type[np.unsignedinteger[Any]]) -> None:
+        self._size = size
+        self._type = count_type
+        self.dense: Any = None
+        self._seqs: list[Any] = []
+        self._weights: list[int] = []
+        self._pending = 0
+
+    def _densify(self) -> Any:
+        if self.dense is None:
+            self.dense = np.zeros(self._size, self._type)
+            for seqs, weight in zip(self._seqs, self._weights, strict=True):
+                self.dense[seqs] += self._type(weight)  # distinct seqs: one addition each
+            self._seqs, self._weights = [], []
+        return self.dense
+
+    def add_mask(self, mask: Any, weight: int) -> None:
+        part = self._densify()[: len(mask)]
+        if weight == 1:
+            np.add(part, mask, out=part, casting="unsafe")
+        else:
+            part += mask.astype(self._type) * self._type(weight)
+
+    def add_seqs(self, seqs: Any, weight: int) -> None:
+        """Add distinct seqs."""
+        if self.dense is not None:
+            self.dense[seqs] += self._type(weight)
+            return
+        self._seqs.append(seqs)
+        self._weights.append(weight)
+        self._pending += len(seqs)
+        if self._pending * 32 >= self._size:
+            self._densify()
+
+    def result(self) -> tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(dense counts, None, None) or (None, touched seqs, their counts)."""
+        none = np.empty(0, np.int64)
+        if self.dense is not None or not self._seqs:
+            return self.dense, none, none
+        every = np.concatenate(self._seqs)
+        each = np.repeat(np.array(self._weights, np.int64), [len(part) for part in self._seqs])
+        order = np.argsort(every, kind="stable")
+        every, each = every[order], each[order]
+        first = np.flatnonzero(np.diff(every, prepend=-1))
+        return None, every[first].astype(np.int64), np.add.reduceat(each, first)
 
 
 def _count_type(word_count: int) -> type[np.unsignedinteger[Any]]:
