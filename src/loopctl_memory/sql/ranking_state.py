@@ -115,14 +115,8 @@ class RankingState:
         self._read_entries(connection, 0, top)
         self.top = top
         self.mark = mark
-        self.token_segments = [
-            load_segment(connection, index.TOKENS, 0, mark, _postings(connection, index.TOKENS))
-        ]
-        self.tag_segments = [
-            load_segment(
-                connection, index.TAG_VALUES, 0, mark, _postings(connection, index.TAG_VALUES)
-            )
-        ]
+        self.token_segments = [load_segment(connection, index.TOKENS, 0, mark)]
+        self.tag_segments = [load_segment(connection, index.TAG_VALUES, 0, mark)]
         self.tail = TailIndex(mark)
         self.tail.read(connection, top)
         self._read_terms(connection)
@@ -238,12 +232,6 @@ class RankingState:
         while self._kept_bytes > self._tuning.word_cache_bytes and self._kept:
             _, dropped = self._kept.popitem(last=False)
             self._kept_bytes -= dropped.nbytes
-
-
-def _postings(connection: Reader, tables: index.TermTables) -> int:
-    """How many postings the terms have (each term counts the entries indexed with it)."""
-    (total,) = connection.one(f"SELECT coalesce(sum(entries), 0) FROM {tables.terms.name}")  # noqa: S608
-    return int(total)
 
 
 def _read_terms(connection: Reader, terms: Terms, tables: index.TermTables, after: int) -> int:

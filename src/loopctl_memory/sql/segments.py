@@ -1,9 +1,9 @@
 """Postings in memory: for each term of some indexed blocks, the seqs of the entries holding it.
 
-A segment holds the rows of the blocks in a range: their seqs one block after
-the other, and their *runs* (one per term and block: where its seqs start and
-how many) sorted by term, then block. The seqs of any set of terms then come
-out in a few vectorised steps, whatever the number of terms.
+A segment regroups the rows of a range of blocks (one row a block in the
+database) by term: the sorted term ids, where each term's seqs start, and
+every seq, term after term (compressed sparse rows). The seqs of any set of
+terms then come out in a few vectorised steps, whatever the number of terms.
 """
 
 from __future__ import annotations
@@ -41,11 +41,10 @@ class Runs:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """The postings of some consecutive blocks."""
+    """The postings of some consecutive blocks, by term."""
 
     term_ids: Ints  # the terms with postings here, ascending
-    term_runs: Ints  # term i's runs are those from term_runs[i] to term_runs[i + 1]
-    runs_by_term: Runs
+    starts: Ints  # term i's seqs are seqs[starts[i]:starts[i + 1]]
     seqs: Seqs
 
     def runs(self, term_ids: Ints) -> Runs:
@@ -54,9 +53,8 @@ class Segment:
         inside = where < len(self.term_ids)
         where, wanted = where[inside], term_ids[inside]
         where = where[self.term_ids[where] == wanted]
-        first = self.term_runs[where]
-        chosen = _positions(first, self.term_runs[where + 1] - first)
-        return Runs(self.runs_by_term.first[chosen], self.runs_by_term.lengths[chosen])
+        first = self.starts[where]
+        return Runs(first, self.starts[where + 1] - first)
 
     def gather(self, runs: Runs) -> Seqs:
         """The seqs in these runs, one after the other (an entry may come twice)."""
@@ -75,40 +73,48 @@ class Segment:
                 mask[self.seqs[_positions(first, lengths)]] = True
 
 
-def load_segment(
-    connection: Reader, tables: TermTables, after: int, through: int, expected: int = 0
-) -> Segment:
-    """Read the postings of the blocks in ``(after, through]``: a row a block.
+def load_segment(connection: Reader, tables: TermTables, after: int, through: int) -> Segment:
+    """Read the postings of the blocks in ``(after, through]`` (a row a block), by term.
 
-    ``expected``: about how many postings they hold, to allocate once.
+    Two passes: the rows' term ids and counts first, which size every term's
+    run, then their seqs, each copied straight to its place. The rows never
+    all sit in memory, and the seqs are held once.
     """
-    statement = (
-        f"SELECT block, term_ids, lengths, seqs FROM {tables.blocks.name} "  # noqa: S608
+    window = (after, through)
+    table = tables.blocks.name
+    ids: list[Ints] = []
+    counts: list[Ints] = []
+    sizes = f"SELECT term_ids, lengths FROM {table} WHERE block > ? AND block <= ?"  # noqa: S608
+    for rows in connection.chunks(sizes, window, 256):
+        for term_ids, lengths in rows:
+            ids.append(np.frombuffer(term_ids, "<i8"))
+            counts.append(np.frombuffer(lengths, "<i8"))
+    term_ids, totals = _totals(_joined(ids), _joined(counts))
+    del ids, counts
+    starts = np.concatenate(([0], np.cumsum(totals))).astype(np.int64)
+    cursor = starts[:-1].copy()
+    seqs: Seqs = np.empty(int(starts[-1]), seq_type(through))
+    everything = (
+        f"SELECT term_ids, lengths, seqs FROM {table} "  # noqa: S608
         "WHERE block > ? AND block <= ? ORDER BY block"
     )
-    # Filled in place: a list of pieces joined at the end would need twice the memory.
-    seqs: Seqs = np.empty(expected, seq_type(through))
-    filled = 0
-    # Term ids, run starts and lengths in 32 bits while they fit: they are many (a run
-    # per term and block), and the regrouping by term copies them a few times.
-    small = seq_type(max(expected, through))
-    terms: list[Ints] = []
-    starts: list[Ints] = []
-    lengths: list[Ints] = []
-    for rows in connection.chunks(statement, (after, through), _BLOCKS_PER_FETCH):
-        for _, term_ids, counts, blob in rows:
-            piece = np.frombuffer(blob, "<i8")
-            if filled + len(piece) > len(seqs):
-                grown = np.empty(max(2 * len(seqs), filled + len(piece)), seqs.dtype)
-                grown[:filled] = seqs[:filled]
-                seqs = grown
-            seqs[filled : filled + len(piece)] = piece
-            sizes = np.frombuffer(counts, "<i8")
-            terms.append(np.frombuffer(term_ids, "<i8").astype(small))
-            starts.append((filled + np.cumsum(sizes) - sizes).astype(small))
-            lengths.append(sizes.astype(small))
-            filled += len(piece)
-    return _by_term(terms, Runs(_joined(starts), _joined(lengths)), seqs[:filled])
+    for rows in connection.chunks(everything, window, _BLOCKS_PER_FETCH):
+        for row_terms, lengths, blob in rows:
+            where = np.searchsorted(term_ids, np.frombuffer(row_terms, "<i8"))
+            run_lengths = np.frombuffer(lengths, "<i8").astype(np.int64)
+            seqs[_positions(cursor[where], run_lengths)] = np.frombuffer(blob, "<i8")
+            cursor[where] += run_lengths
+    return Segment(term_ids, starts, seqs)
+
+
+def _totals(ids: Ints, counts: Ints) -> tuple[Ints, Ints]:
+    """The distinct term ids, ascending, and each one's total count."""
+    if not len(ids):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.argsort(ids, kind="stable")
+    ordered = ids[order]
+    first = np.flatnonzero(np.diff(ordered, prepend=-1))
+    return ordered[first].astype(np.int64), np.add.reduceat(counts[order], first).astype(np.int64)
 
 
 def distinct(seqs: Seqs, size: int) -> Seqs:
@@ -136,20 +142,6 @@ def seq_type(highest: int) -> type[np.signedinteger[Any]]:
 
 def _joined(parts: list[Ints]) -> Ints:
     return np.concatenate(parts) if parts else np.empty(0, np.int64)
-
-
-def _by_term(terms: list[Any], runs: Runs, seqs: Seqs) -> Segment:
-    """Runs listed block after block, each block's by term, sorted by term then block."""
-    run_terms = _joined(terms)
-    terms.clear()
-    order = np.argsort(run_terms, kind="stable")  # stable: blocks stay in order
-    run_terms = run_terms[order]
-    first_run = np.flatnonzero(np.diff(run_terms, prepend=-1))  # run_terms is sorted
-    term_ids = run_terms[first_run].astype(np.int64)
-    del run_terms
-    term_runs = np.append(first_run, len(order)).astype(np.int64)
-    by_term = Runs(runs.first[order], runs.lengths[order])
-    return Segment(term_ids, term_runs, by_term, seqs)
 
 
 def _positions(first: Ints, lengths: Ints) -> Ints:
