@@ -459,9 +459,8 @@ class Reader:
         """Whether the database is SQLite's ``:memory:``."""
 
     @classmethod
-    def of(cls, connection: Connection) -> Reader:
+    def of(cls, connection: Connection, *, memory: bool) -> Reader:
         """A reader in the transaction of a SQLAlchemy connection (inside ``run_sync``)."""
-        memory = connection.engine.url.database in (None, "", ":memory:")
 
         def cursor() -> Any:
             return connection.connection.cursor(server_side=True)

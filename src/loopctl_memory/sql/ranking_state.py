@@ -223,7 +223,7 @@ class RankingState:
         # A mask is kept as bits (unpacking it costs about a tenth of a query); seqs
         # as they are, when they take less room than bits.
         kept = np.packbits(found) if found.dtype == np.bool_ else found
-        if found.dtype != np.bool_ and found.nbytes * 8 > len(self.half):
+        if found.dtype != np.bool_ and found.nbytes * 8 > self.mark + 1:
             mask = np.zeros(self.mark + 1, np.bool_)
             mask[found] = True
             kept = np.packbits(mask)

@@ -36,7 +36,8 @@ from loopctl_memory.sql.tuning import Tuning
 _IDS_PER_STATEMENT = 10_000
 
 # What a MemoryEntry is read from: every column but the lowercase copy, kept for search.
-_ENTRY_COLUMNS = tuple(entries.c[name] for name in ENTRY_FIELDS if name != "memory_lower")
+_ENTRY_NAMES = tuple(name for name in ENTRY_FIELDS if name != "memory_lower")
+_ENTRY_COLUMNS = tuple(entries.c[name] for name in _ENTRY_NAMES)
 
 
 # --- writing ---------------------------------------------------------------
@@ -168,8 +169,8 @@ async def storage_bytes(connection: AsyncConnection) -> int:
 
 
 _ENTRIES_WITH_TAGS = (
-    "SELECT e.seq, e.id, e.category, e.memory, e.relevance, e.created_at_us, e.access_count,"
-    " e.validated, t.tag FROM entries e LEFT JOIN tags t ON t.entry_seq = e.seq"
+    f"SELECT {', '.join(f'e.{name}' for name in _ENTRY_NAMES)}, t.tag"  # noqa: S608
+    " FROM entries e LEFT JOIN tags t ON t.entry_seq = e.seq"
     " WHERE e.seq IN ({}) ORDER BY e.seq, t.position"
 )
 
@@ -184,28 +185,11 @@ def entries_by_seq(reader: Reader, seqs: Sequence[int]) -> list[MemoryEntry]:
     found: dict[int, MemoryEntry] = {}
     for chunk in _chunks(seqs, _IDS_PER_STATEMENT):
         statement = _ENTRIES_WITH_TAGS.format(", ".join("?" * len(chunk)))
-        for (
-            seq,
-            entry_id,
-            category,
-            memory,
-            relevance,
-            created,
-            accessed,
-            validated,
-            tag,
-        ) in reader.all(statement, chunk):
+        for seq, entry_id, category, memory, *rest, tag in reader.all(statement, chunk):
             entry = found.get(seq)
             if entry is None:
-                entry = found[seq] = MemoryEntry(
-                    category=MemoryCategory(category),
-                    memory=decode(memory),
-                    relevance=relevance,
-                    id=decode_uuid(entry_id),
-                    created_at=EPOCH + created * MICROSECOND,
-                    access_count=accessed,
-                    validated=bool(validated),
-                )
+                fields = (seq, decode_uuid(entry_id), category, decode(memory), *rest)
+                entry = found[seq] = _entry(fields, [])
             if tag is not None:  # a tag is never NULL: None is the outer join's "no tag"
                 entry.tags.append(decode(tag))
     return [found[seq] for seq in seqs]
@@ -227,16 +211,18 @@ async def _load(
     return {row.seq: _entry(row, tags_of[row.seq]) for row in rows}
 
 
-def _entry(row: Any, entry_tags: list[str]) -> MemoryEntry:
+def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
+    """An entry from its ``_ENTRY_NAMES`` values, in that order, as Python values."""
+    _, entry_id, category, memory, relevance, created_us, access_count, validated = fields
     return MemoryEntry(
-        category=MemoryCategory(row.category),
-        memory=row.memory,
+        category=MemoryCategory(category),
+        memory=memory,
         tags=entry_tags,
-        relevance=row.relevance,
-        id=row.id,
-        created_at=EPOCH + row.created_at_us * MICROSECOND,
-        access_count=row.access_count,
-        validated=bool(row.validated),
+        relevance=relevance,
+        id=entry_id,
+        created_at=EPOCH + created_us * MICROSECOND,
+        access_count=access_count,
+        validated=bool(validated),
     )
 
 

@@ -185,15 +185,17 @@ class SqlMemoryStore:
             ranking.refresh(reader)
             return repository.entries_by_seq(reader, search.top_seqs(ranking, parsed, limit))
 
+        memory = self._target.is_memory
         async with self._ranking_lock:
             if backend.works_in_one_hop:  # one hop to the driver's thread: see store()
-                memory = self._target.is_memory
                 return await self._run_raw(
                     "retrieve", lambda driver: backend.read_directly(driver, answer, memory=memory)
                 )
             return await self._run(
                 "retrieve",
-                lambda connection: connection.run_sync(lambda sync: answer(Reader.of(sync))),
+                lambda connection: connection.run_sync(
+                    lambda sync: answer(Reader.of(sync, memory=memory))
+                ),
                 write=False,
             )
 

@@ -33,9 +33,6 @@ class Terms:
         # text -> (how much of _text was searched, the ids found there)
         self._found: dict[str, tuple[int, list[int]]] = {}
 
-    def __len__(self) -> int:
-        return len(self._ids)
-
     def add(self, terms: Iterable[tuple[int, str]]) -> None:
         """Append (id, term) pairs."""
         offset = len(self._text)
