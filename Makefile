@@ -32,8 +32,10 @@ demo: $(STAMP) ## Run the main job end to end on the embedded default
 	$(BIN)/python -m loopctl_memory.demo
 
 BENCH_ARGS ?=
-bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust; writes benchmarks/RESULTS.md (BENCH_ARGS="--sizes 10k,100k,1m")
+LIFECYCLE_ARGS ?=
+bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust, then scopes and the lifecycle; writes benchmarks/RESULTS.md (BENCH_ARGS="--sizes 10k,100k,1m", LIFECYCLE_ARGS="--size 1m")
 	$(BIN)/python -m benchmarks.run --out benchmarks/RESULTS.md $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks.lifecycle_bench --out benchmarks/RESULTS.md $(LIFECYCLE_ARGS)
 
 format: $(STAMP) ## Format and auto-fix the code
 	$(BIN)/ruff format src tests benchmarks

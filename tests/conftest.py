@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
-from loopctl_memory import InMemoryStore, SqlMemoryStore, open_store
+from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
 
 AnyStore = InMemoryStore | SqlMemoryStore
 StoreFactory = Callable[[], Awaitable[AnyStore]]
@@ -25,12 +27,43 @@ NEEDS_POSTGRES = pytest.mark.skipif(
 SHARED_BACKENDS = ["sqlite-file", pytest.param("postgresql", marks=NEEDS_POSTGRES)]
 """The backends several processes can open at once."""
 
+SCOPED = "@scope"
+"""A backend name ending in this is a view of scope ``team/agent`` of a store whose other
+scopes (the root, the parent, a sibling and a child) hold entries of their own."""
+
 BACKENDS = [
     "reference",
     "sqlite-memory",
     "sqlite-file",
     pytest.param("postgresql", marks=NEEDS_POSTGRES),
+    "sqlite-memory" + SCOPED,
+    "sqlite-file" + SCOPED,
+    pytest.param("postgresql" + SCOPED, marks=NEEDS_POSTGRES),
 ]
+
+
+def base_backend(backend: str) -> str:
+    """The database behind a backend name, scoped or not."""
+    return backend.removesuffix(SCOPED)
+
+
+async def _fill_other_scopes(store: SqlMemoryStore) -> None:
+    """Entries the view under test must never see (they match common test queries)."""
+    noise = [
+        MemoryEntry(MemoryCategory.FACT, text, tags=tags, relevance=relevance)
+        for text, tags, relevance in (
+            ("same stale cache x m memory test alpha", ["alpha", "x", ""], 1.0),
+            ("", [], 0.0),
+            ("m", ["m"], 0.01),
+        )
+    ]
+    for scope in (None, "team", "team/agent-2", "team/agent/sub", "other"):
+        view = store if scope is None else store.scope(scope)
+        await view.store_many([_fresh(entry) for entry in noise])
+
+
+def _fresh(entry: MemoryEntry) -> MemoryEntry:
+    return dataclasses.replace(entry, id=uuid.uuid4(), tags=list(entry.tags))
 
 
 async def reset_postgres(url: str) -> None:
@@ -38,12 +71,13 @@ async def reset_postgres(url: str) -> None:
     async with open_store(url) as store, store.engine.begin() as connection:
         await connection.execute(
             text(
-                "TRUNCATE entries, tags, tokens, token_blocks, tag_values, tag_blocks, changes "
-                "RESTART IDENTITY CASCADE"
+                "TRUNCATE entries, tags, tokens, token_blocks, tag_values, tag_blocks, changes, "
+                "scopes RESTART IDENTITY CASCADE"
             )
         )
+        await connection.execute(text("INSERT INTO scopes (id, name) VALUES (0, '')"))
         await connection.execute(
-            text("UPDATE index_state SET indexed_through = 0, removed_through = 0")
+            text("UPDATE index_state SET indexed_through = 0, removed_through = 0, generation = 0")
         )
 
 
@@ -64,17 +98,22 @@ async def store_factory(backend: str, tmp_path: Path) -> AsyncIterator[StoreFact
 
     async def make() -> AnyStore:
         made: AnyStore
-        if backend == "reference":
+        database = base_backend(backend)
+        if database == "reference":
             made = InMemoryStore()
-        elif backend == "sqlite-memory":
+        elif database == "sqlite-memory":
             made = await open_store(":memory:")
-        elif backend == "sqlite-file":
+        elif database == "sqlite-file":
             made = await open_store(tmp_path / "memory.db")
         else:
             url = os.environ[POSTGRES_URL_VARIABLE]
             if not opened:
                 await reset_postgres(url)
             made = await open_store(url)
+        if backend.endswith(SCOPED) and isinstance(made, SqlMemoryStore):
+            if not opened or database == "sqlite-memory":
+                await _fill_other_scopes(made)
+            made = made.scope("team/agent")
         opened.append(made)
         return made
 

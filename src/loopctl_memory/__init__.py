@@ -20,12 +20,14 @@ from loopctl_memory.protocol import LoopMemory
 
 if TYPE_CHECKING:
     from loopctl_memory.builtin import InMemoryStore
+    from loopctl_memory.lifecycle import ConsolidationConfig
     from loopctl_memory.sql.store import SqlMemoryStore, open_store
 
 if TYPE_CHECKING:
     __version__: str
 
 __all__ = [
+    "ConsolidationConfig",
     "ConsolidationStats",
     "DuplicateEntryError",
     "InMemoryStore",
@@ -49,6 +51,10 @@ def __getattr__(name: str) -> Any:
         from loopctl_memory.builtin import InMemoryStore  # noqa: PLC0415 - see above
 
         return InMemoryStore
+    if name == "ConsolidationConfig":
+        from loopctl_memory.lifecycle import ConsolidationConfig  # noqa: PLC0415 - see above
+
+        return ConsolidationConfig
     if name in ("SqlMemoryStore", "open_store"):
         from loopctl_memory.sql import store  # noqa: PLC0415 - see above
 

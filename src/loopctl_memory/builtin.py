@@ -3,26 +3,53 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from datetime import UTC, datetime, timedelta
 
+from loopctl_memory import lifecycle
 from loopctl_memory.entry import (
     ConsolidationStats,
+    MemoryCategory,
     MemoryEntry,
     copy_entry,
     validate_entry,
     validate_id,
     validate_query,
 )
-from loopctl_memory.errors import DuplicateEntryError
+from loopctl_memory.errors import DuplicateEntryError, InvalidEntryError
+from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scoring import PRUNE_BELOW, f32, parse_query
+
+_INT64_MAX = 2**63 - 1
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_config(config: object) -> ConsolidationConfig:
+    if not isinstance(config, ConsolidationConfig):
+        raise InvalidEntryError(
+            f"config must be a ConsolidationConfig, not {type(config).__name__}"
+        )
+    return config
 
 
 class InMemoryStore:
-    """loopctl 0.1.0's ``InMemoryStore``, ported line for line.
+    """loopctl 0.1.0's ``InMemoryStore``, ported line for line, and the later crate's lifecycle.
 
     Entries live in a list in insertion order and are lost with the process.
     It validates input exactly as the SQL store does, so on valid input both
     return the same entries in the same order.
+
+    Args:
+        entries: entries to start with (validated and copied).
+        consolidation: what :meth:`consolidate` does by default; the default,
+            ``ConsolidationConfig()``, is loopctl 0.1.0's pruning rule.
+        track_access: whether :meth:`retrieve` records an access of each
+            returned entry the query matched (see :func:`lifecycle.access_matches`).
+        clock: the current time (timezone-aware) for decay, access stamps and
+            ``forget(older_than=timedelta)``; default ``datetime.now(UTC)``.
 
     Example:
         >>> import asyncio
@@ -35,7 +62,25 @@ class InMemoryStore:
 
     """
 
-    def __init__(self, entries: Iterable[MemoryEntry] | None = None) -> None:
+    def __init__(
+        self,
+        entries: Iterable[MemoryEntry] | None = None,
+        *,
+        consolidation: ConsolidationConfig | None = None,
+        track_access: bool = False,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if type(track_access) is not bool:
+            raise InvalidEntryError(
+                f"track_access must be a bool, not {type(track_access).__name__}"
+            )
+        if clock is not None and not callable(clock):
+            raise InvalidEntryError(f"clock must be callable, not {type(clock).__name__}")
+        self._consolidation = (
+            ConsolidationConfig() if consolidation is None else _check_config(consolidation)
+        )
+        self._track_access = track_access
+        self._clock: Callable[[], datetime] = _utc_now if clock is None else clock
         self._entries: list[MemoryEntry] = []
         self._ids: set[uuid.UUID] = set()
         if entries is not None:
@@ -58,8 +103,16 @@ class InMemoryStore:
         """Append every entry, or none if any is invalid."""
         self._append_all([validate_entry(entry) for entry in entries])
 
+    def _now(self) -> datetime:
+        return lifecycle.check_now(self._clock())
+
     async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
-        """Score every entry as the reference does; return the best ``limit``, stably."""
+        """Score every entry as the reference does; return the best ``limit``, stably.
+
+        With ``track_access``, each returned entry the query matched first has
+        its ``access_count`` raised by one (saturating at 2**63 - 1) and its
+        ``last_accessed`` moved to now (never back); it is returned so stamped.
+        """
         validate_query(query, limit)
         parsed = parse_query(query)
         scored = [
@@ -67,10 +120,36 @@ class InMemoryStore:
             for entry in self._entries
         ]
         scored.sort(key=lambda pair: pair[0], reverse=True)  # stable: ties keep insertion order
-        return [copy_entry(entry) for _, entry in scored[:limit]]
+        chosen = [entry for _, entry in scored[:limit]]
+        if self._track_access:
+            matches = lifecycle.access_matches(query, chosen)
+            accessed = [entry for entry, matched in zip(chosen, matches, strict=True) if matched]
+            if accessed:  # the clock is read only when there is something to stamp
+                now = self._now()
+                for entry in accessed:
+                    entry.access_count = min(entry.access_count + 1, _INT64_MAX)
+                    if entry.last_accessed is None or entry.last_accessed < now:
+                        entry.last_accessed = now
+        return [copy_entry(entry) for entry in chosen]
 
-    async def consolidate(self) -> ConsolidationStats:
-        """Drop every entry whose relevance, as binary32, is below 0.05."""
+    async def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
+        """Run a consolidation pass; return what it did.
+
+        ``config`` defaults to the store's (by default loopctl 0.1.0's rule:
+        drop every entry whose relevance, as binary32, is below 0.05). Any
+        other config runs :func:`lifecycle.consolidate_entries`: merged entries
+        take the place of their cluster's first member.
+
+        Raises:
+            InvalidEntryError: ``config`` is not a ConsolidationConfig.
+
+        """
+        config = self._consolidation if config is None else _check_config(config)
+        if not config.is_reference:
+            result = lifecycle.consolidate_entries(self._entries, config, self._now())
+            self._entries = result.entries
+            self._ids = {entry.id for entry in result.entries}
+            return result.stats
         before = len(self._entries)
         kept = [entry for entry in self._entries if f32(entry.relevance) >= PRUNE_BELOW]
         self._entries = kept
@@ -104,6 +183,92 @@ class InMemoryStore:
                 self._ids.discard(entry_id)
                 return True
         return False
+
+    async def iter_entries(self, batch_size: int = 1_000) -> AsyncIterator[MemoryEntry]:
+        """Yield a copy of every entry in insertion order, as the SQL store's ``iter_entries``.
+
+        The entries are those stored when iteration starts; ``batch_size`` is
+        accepted for the same signature (it must be an int >= 1).
+
+        Raises:
+            InvalidEntryError: ``batch_size`` is not an int >= 1.
+
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidEntryError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        for entry in list(self._entries):
+            yield copy_entry(entry)
+
+    async def update(
+        self,
+        entry_id: uuid.UUID,
+        *,
+        memory: str | lifecycle.Unset = lifecycle.UNSET,
+        category: MemoryCategory | str | lifecycle.Unset = lifecycle.UNSET,
+        tags: list[str] | lifecycle.Unset = lifecycle.UNSET,
+        relevance: float | lifecycle.Unset = lifecycle.UNSET,
+        validated: bool | lifecycle.Unset = lifecycle.UNSET,
+    ) -> MemoryEntry | None:
+        """Change the given fields of the entry with this id; return it updated, or None.
+
+        The entry keeps its id, ``created_at``, access stamps and place in
+        insertion order.
+
+        Raises:
+            InvalidEntryError: a new value is invalid (whether or not the id is
+                stored); nothing changes.
+
+        """
+        validate_id(entry_id)
+
+        def changed(entry: MemoryEntry) -> MemoryEntry:
+            return lifecycle.apply_update(
+                entry,
+                memory=memory,
+                category=category,
+                tags=tags,
+                relevance=relevance,
+                validated=validated,
+            )
+
+        for index, entry in enumerate(self._entries):
+            if entry.id == entry_id:
+                self._entries[index] = updated = changed(entry)
+                return copy_entry(updated)
+        changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid values fail for any id
+        return None
+
+    async def forget(
+        self,
+        *,
+        older_than: datetime | timedelta | None = None,
+        category: MemoryCategory | str | None = None,
+        below: float | None = None,
+        everything: bool = False,
+    ) -> int:
+        """Delete the entries that meet every condition given; return how many.
+
+        ``older_than``: created before this time (or this long before now);
+        ``category``: of this category; ``below``: relevance below this.
+
+        Raises:
+            InvalidEntryError: no condition is given and ``everything`` is not
+                True, or a condition is invalid; nothing changes.
+
+        """
+        rule = lifecycle.forget_rule(
+            older_than=older_than,
+            category=category,
+            below=below,
+            everything=everything,
+            now=self._now(),
+        )
+        kept = [entry for entry in self._entries if not rule.matches(entry)]
+        forgotten = len(self._entries) - len(kept)
+        if forgotten:
+            self._entries = kept
+            self._ids = {entry.id for entry in kept}
+        return forgotten
 
     async def close(self) -> None:
         """Nothing to release; present so every backend closes the same way."""

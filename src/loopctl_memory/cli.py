@@ -9,11 +9,14 @@ traceback instead.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
+import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -35,6 +38,8 @@ T = TypeVar("T")
 PROG = "loopctl-memory"
 DB_ENVVAR = "LOOPCTL_MEMORY_DB"
 """The environment variable naming the database when ``--db`` is not given."""
+SCOPE_ENVVAR = "LOOPCTL_MEMORY_SCOPE"
+"""The environment variable naming the scope when ``--scope`` is not given."""
 
 _CATEGORIES = [category.value for category in MemoryCategory]
 
@@ -57,6 +62,8 @@ class _Settings:
     db: str | None
     source: str
     """Where ``db`` came from, for messages: "--db", the variable, or "the default"."""
+    scope: str | None = None
+    """The scope every command works in (None: the root)."""
 
     def target(self) -> str:
         """The database as given, or the default file."""
@@ -101,8 +108,10 @@ class _Settings:
 
 
 @contextlib.asynccontextmanager
-async def _opened(settings: _Settings, *, create: bool) -> AsyncIterator[SqlMemoryStore]:
-    """The store, closed on exit.
+async def _opened(
+    settings: _Settings, *, create: bool, descendants: bool = False
+) -> AsyncIterator[SqlMemoryStore]:
+    """The store (or the view of ``--scope``, with ``descendants``), closed on exit.
 
     A new database gets the schema when ``create`` is true; an existing one is
     never upgraded behind the user's back: that is what ``migrate`` is for.
@@ -113,16 +122,21 @@ async def _opened(settings: _Settings, *, create: bool) -> AsyncIterator[SqlMemo
     async with open_store(
         target, migrate="create" if create or settings.is_memory() else False
     ) as store:
-        yield store
+        view = store if settings.scope is None else store.scope(settings.scope)
+        yield view.with_descendants() if descendants else view
 
 
 def _with_store(
-    settings: _Settings, work: Callable[[SqlMemoryStore], Awaitable[T]], *, create: bool = False
+    settings: _Settings,
+    work: Callable[[SqlMemoryStore], Awaitable[T]],
+    *,
+    create: bool = False,
+    descendants: bool = False,
 ) -> T:
     """Open the store, run one library call on it, close it; return what the call returned."""
 
     async def run() -> T:
-        async with _opened(settings, create=create) as store:
+        async with _opened(settings, create=create, descendants=descendants) as store:
             return await work(store)
 
     return _run(run())
@@ -225,12 +239,27 @@ def _echo_json(value: object) -> None:
     "(sqlite+aiosqlite:///..., postgresql+asyncpg://...). "
     "Default: memory.db in the user data directory.",
 )
+@click.option(
+    "--scope",
+    metavar="NAME",
+    envvar=SCOPE_ENVVAR,
+    show_envvar=True,
+    help="Work in this scope ('acme/support/agent-7'): its memories only; "
+    "`export`, `stats` and `scopes` cover the scopes below it too. Default: the root.",
+)
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 @click.version_option(package_name="loopctl-memory", prog_name=PROG)
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
+def cli(ctx: click.Context, db: str | None, scope: str | None, debug: bool) -> None:
     """Durable memory for agent loops: store, search and maintain memories."""
     del debug  # read by _Cli.invoke, which handles the errors
+    if scope:
+        from loopctl_memory.scopes import check_name
+
+        try:
+            check_name(scope)
+        except LoopMemoryError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param_hint="'--scope'") from None
     given = ctx.get_parameter_source("db")
     if not db:
         source = "the default location"
@@ -238,7 +267,7 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
         source = DB_ENVVAR
     else:
         source = "--db"
-    ctx.obj = _Settings(db=db or None, source=source)
+    ctx.obj = _Settings(db=db or None, source=source, scope=scope or None)
 
 
 @cli.command(epilog=_example(f"{PROG} init", f"{PROG} --db ./agent.db init"))
@@ -411,6 +440,12 @@ def delete(settings: _Settings, entry_id: Any) -> None:
     click.echo(f"Deleted {entry_id}")
 
 
+def _where(store: SqlMemoryStore) -> str:
+    """The store, and its scope when it is not the root, for messages."""
+    scope = store.scope_name
+    return f"{store.target} (scope {scope})" if scope else store.target
+
+
 def _confirm(question: str) -> None:
     """Ask on stderr; stop with exit status 1 unless the answer is yes."""
     try:
@@ -426,21 +461,83 @@ def _confirm(question: str) -> None:
         raise click.exceptions.Exit(1)
 
 
-@cli.command(epilog=_example(f"{PROG} consolidate", f"{PROG} consolidate --yes --json"))
+def _duration(
+    _ctx: click.Context | None, _param: click.Parameter | None, value: str | None
+) -> timedelta | None:
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (or a sum: ``1d12h``) as a timedelta."""
+    if value is None:
+        return None
+    units = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
+    parts = re.fullmatch(r"(?:\d+(?:\.\d+)?[wdhms])+", value.strip())
+    if parts is None:
+        raise click.BadParameter(
+            f"{value!r} is not a duration such as 30d, 12h, 90m, 45s, 2w or 1d12h"
+        )
+    seconds = sum(
+        float(number) * units[unit]
+        for number, unit in re.findall(r"(\d+(?:\.\d+)?)([wdhms])", value)
+    )
+    return timedelta(seconds=seconds)
+
+
+@cli.command(
+    epilog=_example(
+        f"{PROG} consolidate",
+        f"{PROG} consolidate --yes --json",
+        f"{PROG} consolidate --full --half-life 7d --yes",
+    )
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Also decay relevance with time, merge near-duplicates and prune on quality.",
+)
+@click.option(
+    "--half-life",
+    metavar="DURATION",
+    callback=_duration,
+    help="With --full: the time in which an untouched memory loses half its relevance "
+    "(default 14d).",
+)
+@click.option("--no-merge", is_flag=True, help="With --full: do not merge near-duplicates.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
 @click.pass_obj
-def consolidate(settings: _Settings, yes: bool, as_json: bool) -> None:
-    """Delete every memory whose relevance is below 0.05, and print what changed."""
+def consolidate(
+    settings: _Settings,
+    *,
+    full: bool,
+    half_life: timedelta | None,
+    no_merge: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Delete every memory whose relevance is below 0.05, and print what changed.
+
+    With --full, also decay relevance with time, merge near-duplicates and
+    prune on quality (loopctl's later consolidation pass).
+    """
+    from loopctl_memory.lifecycle import ConsolidationConfig
+
+    if not full and (half_life is not None or no_merge):
+        raise click.UsageError("--half-life and --no-merge go with --full")
+    config = ConsolidationConfig()
+    if full:
+        config = ConsolidationConfig.full()
+        config = dataclasses.replace(
+            config, half_life=half_life or config.half_life, merge=not no_merge
+        )
 
     async def work(store: SqlMemoryStore) -> tuple[str, ConsolidationStats]:
         if not yes:
             total = await store.count()
-            _confirm(
-                f"Delete every memory with relevance below 0.05 from {store.target} "
-                f"({total} stored)?"
+            what = (
+                "Decay, merge and prune the memories"
+                if full
+                else "Delete every memory with relevance below 0.05"
             )
-        return store.target, await store.consolidate()
+            _confirm(f"{what} of {_where(store)} ({total} stored)?")
+        return _where(store), await store.consolidate(config)
 
     where, stats = _with_store(settings, work)
     if as_json:
@@ -465,6 +562,8 @@ def stats(settings: _Settings, as_json: bool) -> None:
             size_bytes=database_size(file) if file else await store.storage_bytes(),
             schema_revision=await store.schema_revision(),
             summary=await store.summary(),
+            scope=store.scope_name,
+            scopes=await store.scopes(),
         )
 
     found = _with_store(settings, work)
@@ -488,7 +587,11 @@ def stats(settings: _Settings, as_json: bool) -> None:
 )
 @click.pass_obj
 def export_command(settings: _Settings, output: Path | None) -> None:
-    """Write every memory as JSON Lines, one entry a line, in the order they were stored."""
+    """Write every memory as JSON Lines, one entry a line, in the order they were stored.
+
+    Every scope is written (with --scope: that scope and those below it), each
+    line naming its scope; `import` puts each back in its place.
+    """
     from loopctl_memory.jsonl import export_jsonl
 
     if output is not None and not output.parent.is_dir():
@@ -497,7 +600,7 @@ def export_command(settings: _Settings, output: Path | None) -> None:
         )
 
     target = sys.stdout.buffer if output is None else output
-    written = _with_store(settings, lambda store: export_jsonl(store, target))
+    written = _with_store(settings, lambda store: export_jsonl(store, target), descendants=True)
     if output is None:
         sys.stdout.buffer.flush()
     else:
@@ -550,6 +653,134 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
             advice = f"fix the file, then `tail -n +{exc.resume_line} {file} | {PROG} import -`"
         raise click.ClickException(_one_line(f"{name} {exc}: {advice}")) from exc
     click.echo(f"Imported {imported} entries from {name}")
+
+
+@cli.command(
+    epilog=_example(
+        f"{PROG} update 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b --relevance 0.9 --validated",
+        f'{PROG} update 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b --text "use BEGIN IMMEDIATE"',
+    )
+)
+@click.argument("entry_id", metavar="ID", type=click.UUID)
+@click.option("--text", help="The new memory text.")
+@click.option("--category", "-c", type=click.Choice(_CATEGORIES), help="The new category.")
+@click.option(
+    "--tag",
+    "-t",
+    "tags",
+    multiple=True,
+    metavar="TAG",
+    help="The new tags (repeatable; replace all).",
+)
+@click.option("--relevance", "-r", type=click.FloatRange(0.0, 1.0), help="The new relevance.")
+@click.option(
+    "--validated/--not-validated", default=None, help="Mark the memory as validated or not."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the updated entry as JSON.")
+@click.pass_obj
+def update(
+    settings: _Settings,
+    *,
+    entry_id: Any,
+    text: str | None,
+    category: str | None,
+    tags: tuple[str, ...],
+    relevance: float | None,
+    validated: bool | None,
+    as_json: bool,
+) -> None:
+    """Change fields of the memory with this ID; it keeps its id, age and place."""
+    changes: dict[str, Any] = {}
+    if text is not None:
+        changes["memory"] = text
+    if category is not None:
+        changes["category"] = MemoryCategory(category)
+    if tags:
+        changes["tags"] = list(tags)
+    if relevance is not None:
+        changes["relevance"] = relevance
+    if validated is not None:
+        changes["validated"] = validated
+    if not changes:
+        raise click.UsageError(
+            "nothing to change: give --text, --category, --tag, --relevance or --validated"
+        )
+    found = _with_store(settings, lambda store: store.update(entry_id, **changes))
+    if found is None:
+        raise click.ClickException(f"no memory with id {entry_id}; nothing was changed")
+    if as_json:
+        _echo_json(entry_to_dict(found))
+    else:
+        from loopctl_memory.views import console, entry_table
+
+        console().print(entry_table(found))
+
+
+@cli.command(
+    epilog=_example(
+        f"{PROG} forget --older-than 30d --yes",
+        f"{PROG} forget --older-than 7d --category working",
+        f"{PROG} --scope acme/agent-7 forget --everything --yes",
+    )
+)
+@click.option(
+    "--older-than",
+    metavar="DURATION",
+    callback=_duration,
+    help="Memories created longer ago than this (30d, 12h, 2w, ...).",
+)
+@click.option("--category", "-c", type=click.Choice(_CATEGORIES), help="Memories of this category.")
+@click.option(
+    "--below", type=click.FloatRange(0.0, 1.0), help="Memories whose relevance is below this."
+)
+@click.option("--everything", is_flag=True, help="Every memory (of the scope), said explicitly.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def forget(
+    settings: _Settings,
+    *,
+    older_than: timedelta | None,
+    category: str | None,
+    below: float | None,
+    everything: bool,
+    yes: bool,
+) -> None:
+    """Delete the memories that meet every condition given."""
+    if older_than is None and category is None and below is None and not everything:
+        raise click.UsageError(
+            "say what to forget: --older-than, --category, --below, or --everything"
+        )
+
+    async def work(store: SqlMemoryStore) -> tuple[str, int]:
+        if not yes:
+            conditions = [
+                f"created more than {older_than} ago" if older_than is not None else "",
+                f"of category {category}" if category is not None else "",
+                f"with relevance below {below}" if below is not None else "",
+            ]
+            which = ", ".join(part for part in conditions if part) or "every memory"
+            _confirm(f"Delete the memories {which} from {_where(store)}?")
+        forgotten = await store.forget(
+            older_than=older_than, category=category, below=below, everything=everything
+        )
+        return _where(store), forgotten
+
+    where, forgotten = _with_store(settings, work)
+    click.echo(f"Forgot {forgotten} memories in {where}")
+
+
+@cli.command(epilog=_example(f"{PROG} scopes", f"{PROG} --scope acme scopes --json"))
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object of name: count.")
+@click.pass_obj
+def scopes(settings: _Settings, as_json: bool) -> None:
+    """List the scopes that hold memories (the root is ''), with how many each holds."""
+    found = _with_store(settings, lambda store: store.scopes())
+    if as_json:
+        _echo_json(dict(found))
+        return
+    from loopctl_memory.views import console, scopes_table
+
+    console().print(scopes_table(found))
 
 
 def main() -> None:

@@ -47,6 +47,8 @@ class MemoryEntry:
     created_at: datetime = field(default_factory=_utc_now)
     access_count: int = 0
     validated: bool = False
+    last_accessed: datetime | None = None
+    last_decayed: datetime | None = None
 
     def with_tag(self, tag: str) -> MemoryEntry:
         """Return a copy with ``tag`` appended to the tags."""
@@ -109,17 +111,29 @@ def validate_id(entry_id: object) -> uuid.UUID:
     return entry_id
 
 
-def _check_created_at(created_at: object) -> None:
-    if not isinstance(created_at, datetime):
-        raise InvalidEntryError(f"created_at must be a datetime, not {type(created_at).__name__}")
-    offset = created_at.utcoffset()
+def _check_time(value: object, what: str = "created_at") -> None:
+    if not isinstance(value, datetime):
+        raise InvalidEntryError(f"{what} must be a datetime, not {type(value).__name__}")
+    offset = value.utcoffset()
     if offset is None:
-        raise InvalidEntryError("created_at must be timezone-aware (UTC)")
+        raise InvalidEntryError(f"{what} must be timezone-aware (UTC)")
     if offset:  # only a non-zero offset can carry a time out of range in UTC
         try:
-            created_at.astimezone(UTC)
+            value.astimezone(UTC)
         except OverflowError:
-            raise InvalidEntryError(f"created_at {created_at} is out of range in UTC") from None
+            raise InvalidEntryError(f"{what} {value} is out of range in UTC") from None
+
+
+def _check_times(entry: MemoryEntry) -> None:
+    _check_time(entry.created_at)
+    if entry.last_accessed is not None:
+        _check_time(entry.last_accessed, "last_accessed")
+    if entry.last_decayed is not None:
+        _check_time(entry.last_decayed, "last_decayed")
+
+
+def _utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(UTC)
 
 
 def _shown(number: object) -> str:
@@ -169,7 +183,7 @@ def check_entry(entry: object) -> MemoryEntry:
         )
     if type(entry.id) is not uuid.UUID and not isinstance(entry.id, uuid.UUID):
         raise InvalidEntryError(f"id must be a uuid.UUID, not {type(entry.id).__name__}")
-    _check_created_at(entry.created_at)
+    _check_times(entry)
     count = entry.access_count
     if type(count) is not int and (isinstance(count, bool) or not isinstance(count, int)):
         raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {_shown(count)}")
@@ -200,6 +214,8 @@ def validate_entry(entry: object) -> MemoryEntry:
         created_at=checked.created_at.astimezone(UTC),
         access_count=checked.access_count,
         validated=checked.validated,
+        last_accessed=_utc_or_none(checked.last_accessed),
+        last_decayed=_utc_or_none(checked.last_decayed),
     )
 
 

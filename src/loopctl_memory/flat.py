@@ -21,11 +21,13 @@ from loopctl_memory.scoring import split_whitespace
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 
-FlatEntry = tuple[str, str, str, str, float, int, int, int]
+FlatEntry = tuple[str, str, str, str, float, int, int, int, int | None, int | None, str]
 """(id as 32 hex digits, category, memory, memory.lower(), relevance,
-created_at in microseconds since the epoch, access_count, validated as 0 or 1).
+created_at in microseconds since the epoch, access_count, validated as 0 or 1,
+last_accessed and last_decayed in microseconds or None, scope).
 
-An int, not a bool: SQLite's driver binds an int as it is, but adapts a bool."""
+An int, not a bool: SQLite's driver binds an int as it is, but adapts a bool.
+The scope is relative to the store that writes the batch: ``""`` is its own."""
 
 FlatTag = tuple[int, int, str, str]
 """(index of its entry in the batch, position in the entry's tags, tag, tag.lower())."""
@@ -109,7 +111,7 @@ def unpack(blob: bytes) -> array[int]:
     return values
 
 
-def flat_entry(entry: MemoryEntry) -> FlatEntry:
+def flat_entry(entry: MemoryEntry, scope: str = "") -> FlatEntry:
     """One checked entry as a tuple (see :data:`FlatEntry`)."""
     memory = entry.memory
     return (
@@ -121,7 +123,20 @@ def flat_entry(entry: MemoryEntry) -> FlatEntry:
         (entry.created_at - EPOCH) // MICROSECOND,
         entry.access_count,
         int(entry.validated),
+        microseconds(entry.last_accessed),
+        microseconds(entry.last_decayed),
+        scope,
     )
+
+
+def microseconds(moment: datetime | None) -> int | None:
+    """A time as microseconds since the epoch (how times are stored), or None."""
+    return None if moment is None else (moment - EPOCH) // MICROSECOND
+
+
+def moment(stored: int | None) -> datetime | None:
+    """What :func:`microseconds` gave, as a UTC time again."""
+    return None if stored is None else EPOCH + stored * MICROSECOND
 
 
 def flatten(entries: Iterable[MemoryEntry]) -> FlatBatch:

@@ -5,6 +5,10 @@ A line is a JSON object with exactly these keys, in this order::
     {"id":"<uuid>","category":"fact","memory":"...","tags":["..."],"relevance":0.7,
      "created_at":"2025-03-03T09:12:04.318000+00:00","access_count":0,"validated":false}
 
+followed, when they are not empty, by ``"scope"`` (relative to the exporting
+store's scope; a line without one imports into the importing store's scope),
+``"last_accessed"`` and ``"last_decayed"`` (timestamps like ``created_at``).
+
 ``relevance`` is written as Python's shortest repr of the float, which reads back
 to the same float; ``created_at`` is ISO 8601 in UTC with microseconds; text is
 UTF-8 rather than ASCII escapes; there is no whitespace between tokens.
@@ -28,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
+from loopctl_memory import scopes
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, check_entry
 from loopctl_memory.errors import InvalidEntryError, LoopMemoryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, FlatEntry, flat_entry
@@ -53,10 +58,17 @@ FIELDS = (
     "created_at",
     "access_count",
     "validated",
+    "scope",
+    "last_accessed",
+    "last_decayed",
 )
-"""The keys of every line, in the order they are written."""
+"""The keys of a line, in the order they are written."""
+
+OPTIONAL_FIELDS = frozenset(("scope", "last_accessed", "last_decayed"))
+"""Keys a line may leave out (and that are written only when not empty)."""
 
 _FIELD_SET = frozenset(FIELDS)
+_REQUIRED = _FIELD_SET - OPTIONAL_FIELDS
 _CATEGORY_VALUES = frozenset(category.value for category in MemoryCategory)
 _INT64_MAX = 2**63 - 1
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -77,38 +89,68 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     created_at: str
     access_count: Annotated[int, msgspec.Meta(ge=0, le=_INT64_MAX)]
     validated: bool
+    scope: str = ""
+    last_accessed: str | None = None
+    last_decayed: str | None = None
 
 
 _LINE = msgspec.json.Decoder(_Line)
 
 
-def entry_to_dict(entry: MemoryEntry) -> dict[str, Any]:
-    """The JSON-ready fields of ``entry``, in the order of :data:`FIELDS`."""
-    return {
+def entry_to_dict(entry: MemoryEntry, scope: str = "") -> dict[str, Any]:
+    """The JSON-ready fields of ``entry``, in the order of :data:`FIELDS`, empty ones left out."""
+    fields: dict[str, Any] = {
         "id": str(entry.id),
         "category": str(entry.category),
         "memory": entry.memory,
         "tags": list(entry.tags),
         "relevance": float(entry.relevance),
-        "created_at": entry.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "created_at": _timestamp(entry.created_at),
         "access_count": entry.access_count,
         "validated": entry.validated,
     }
+    if scope:
+        fields["scope"] = scope
+    if entry.last_accessed is not None:
+        fields["last_accessed"] = _timestamp(entry.last_accessed)
+    if entry.last_decayed is not None:
+        fields["last_decayed"] = _timestamp(entry.last_decayed)
+    return fields
 
 
-def entry_to_json(entry: MemoryEntry) -> str:
-    """One line of JSON (without the newline) that :func:`entry_from_json` reads back exactly."""
-    return _ENCODER.encode(entry_to_dict(entry))
+def _timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def entry_to_json(entry: MemoryEntry, scope: str = "") -> str:
+    """One line of JSON (without the newline) that :func:`entry_from_json` reads back exactly.
+
+    ``scope``: the entry's scope relative to the exporting store's (``""``: its own).
+    """
+    return _ENCODER.encode(entry_to_dict(entry, scope))
 
 
 def entry_from_json(line: str | bytes) -> MemoryEntry:
     """Read one line written by :func:`entry_to_json` (or by hand) into a validated entry.
 
+    The line's scope is checked and left out: :func:`scoped_entry_from_json` gives it.
+
     Raises:
-        InvalidEntryError: the line is not a JSON object with exactly the keys of
-            :data:`FIELDS`, or a value is of the wrong type or out of range
-            (a bad UUID or timestamp, an unknown category, a relevance outside
-            [0, 1], ...). The message says which.
+        InvalidEntryError: the line is not a JSON object with the keys of
+            :data:`FIELDS` (the optional ones may be left out), or a value is
+            of the wrong type or out of range (a bad UUID or timestamp, an
+            unknown category, a relevance outside [0, 1], a bad scope, ...).
+            The message says which.
+
+    """
+    return scoped_entry_from_json(line)[1]
+
+
+def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
+    """Read one line into its scope (relative, ``""`` when absent) and a validated entry.
+
+    Raises:
+        InvalidEntryError: as :func:`entry_from_json`.
 
     """
     try:
@@ -118,8 +160,15 @@ def entry_from_json(line: str | bytes) -> MemoryEntry:
         data = _loads_strictly_as_stdlib(line)
     if type(data) is not dict:
         raise InvalidEntryError(f"expected a JSON object, got {_json_kind(data)}")
-    if data.keys() != _FIELD_SET:
-        raise InvalidEntryError(_describe_keys(data.keys()))
+    keys = data.keys()
+    if not (_REQUIRED <= keys <= _FIELD_SET):
+        raise InvalidEntryError(_describe_keys(keys))
+    scope = data.get("scope", "")
+    if type(scope) is not str:
+        raise InvalidEntryError(f"scope must be a string, not {_json_kind(scope)}")
+    if scope:
+        scopes.check_name(scope)
+    stamps = [_optional_time(data, name) for name in ("last_accessed", "last_decayed")]
     raw_id = data["id"]
     if type(raw_id) is not str:
         raise InvalidEntryError(f"id must be a string, not {_json_kind(raw_id)}")
@@ -146,6 +195,8 @@ def entry_from_json(line: str | bytes) -> MemoryEntry:
             created_at=created_at,
             access_count=data["access_count"],
             validated=data["validated"],
+            last_accessed=stamps[0],
+            last_decayed=stamps[1],
         )
     )
     # The entry is fresh, so normalising it in place shares nothing with anyone.
@@ -153,7 +204,24 @@ def entry_from_json(line: str | bytes) -> MemoryEntry:
     entry.relevance = float(entry.relevance)
     if created_at.utcoffset():
         entry.created_at = created_at.astimezone(UTC)
-    return entry
+    entry.last_accessed = None if stamps[0] is None else stamps[0].astimezone(UTC)
+    entry.last_decayed = None if stamps[1] is None else stamps[1].astimezone(UTC)
+    return scope, entry
+
+
+def _optional_time(data: dict[str, Any], name: str) -> datetime | None:
+    raw = data.get(name)
+    if raw is None:
+        return None
+    if type(raw) is not str:
+        raise InvalidEntryError(f"{name} must be a string or null, not {_json_kind(raw)}")
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidEntryError(f"{name} {raw!r} is not an ISO 8601 timestamp") from None
+    if moment.tzinfo is None:
+        raise InvalidEntryError(f"{name} {raw!r} has no UTC offset (add +00:00)")
+    return moment
 
 
 def flat_from_json(line: str | bytes) -> tuple[FlatEntry, list[str]]:
@@ -182,8 +250,8 @@ def flat_from_json(line: str | bytes) -> tuple[FlatEntry, list[str]]:
             line = line.decode()
         except UnicodeDecodeError as exc:
             raise InvalidEntryError(f"not valid UTF-8: {exc.reason}") from None
-    entry = entry_from_json(line)
-    return flat_entry(entry), entry.tags
+    scope, entry = scoped_entry_from_json(line)
+    return flat_entry(entry, scope), entry.tags
 
 
 def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
@@ -194,6 +262,8 @@ def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
     """
     if fields.category not in _CATEGORY_VALUES:
         return None
+    if fields.scope or fields.last_accessed is not None or fields.last_decayed is not None:
+        return None  # checked on the slow path
     if not fields.created_at.endswith("+00:00"):  # in UTC, so the parsed time is too
         return None
     try:
@@ -210,6 +280,9 @@ def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
         (created_at - EPOCH) // MICROSECOND,
         fields.access_count,
         int(fields.validated),
+        None,
+        None,
+        "",
     )
 
 
@@ -233,14 +306,17 @@ def _loads_strictly_as_stdlib(line: str | bytes) -> Any:
 
 
 def _describe_keys(keys: Any) -> str:
-    missing = [name for name in FIELDS if name not in keys]
+    missing = [name for name in FIELDS if name not in keys and name not in OPTIONAL_FIELDS]
     unknown = sorted(str(name) for name in keys if name not in _FIELD_SET)
     problems = []
     if missing:
         problems.append(f"missing {_names(missing)}")
     if unknown:
         problems.append(f"unknown {_names(unknown)}")
-    return f"{' and '.join(problems)}; a line has exactly the keys {', '.join(FIELDS)}"
+    required = ", ".join(name for name in FIELDS if name not in OPTIONAL_FIELDS)
+    optional = ", ".join(name for name in FIELDS if name in OPTIONAL_FIELDS)
+    problem = " and ".join(problems)
+    return f"{problem}; a line has the keys {required} (and may have {optional})"
 
 
 def _names(names: list[str]) -> str:
@@ -442,8 +518,8 @@ async def export_jsonl(
 async def _write_entries(store: SqlMemoryStore, stream: IO[bytes], batch_size: int) -> int:
     written = 0
     chunk: list[bytes] = []
-    async for entry in store.iter_entries(batch_size=batch_size):
-        chunk.append(entry_to_json(entry).encode() + b"\n")
+    async for scope, entry in store.iter_scoped_entries(batch_size=batch_size):
+        chunk.append(entry_to_json(entry, scope).encode() + b"\n")
         if len(chunk) >= batch_size:
             stream.write(b"".join(chunk))
             written += len(chunk)

@@ -34,7 +34,7 @@ from sqlalchemy import (
 
 from loopctl_memory.errors import SchemaError
 from loopctl_memory.sql.backend import backend_of
-from loopctl_memory.sql.tables import index_state, metadata
+from loopctl_memory.sql.tables import index_state, metadata, scopes
 
 T = TypeVar("T")
 
@@ -56,7 +56,7 @@ def script_location() -> Path:
     return shipped if (shipped / "env.py").is_file() else package.parents[1] / "migrations"
 
 
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 """The newest migration; a test checks it against the migration scripts."""
 
 # alembic's own version table, exactly as alembic creates it (a test compares the two).
@@ -230,6 +230,7 @@ def _create(connection: Connection) -> None:
     metadata.create_all(connection)
     _version_table.create(connection, checkfirst=True)  # left behind by a downgrade to base
     connection.execute(insert(index_state).values(id=1, indexed_through=0))
+    connection.execute(insert(scopes).values(id=0, name=""))
     connection.execute(insert(_version_table).values(version_num=HEAD_REVISION))
 
 

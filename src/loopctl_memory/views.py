@@ -82,6 +82,9 @@ class StoreStats:
     size_bytes: int | None
     schema_revision: str | None
     summary: Summary
+    scope: str = ""
+    scopes: Sequence[tuple[str, int]] = ()
+    """(name, entries) of the scope and each below it that holds entries."""
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable form printed by ``stats --json``."""
@@ -89,9 +92,11 @@ class StoreStats:
             "database": self.database,
             "size_bytes": self.size_bytes,
             "schema_revision": self.schema_revision,
+            "scope": self.scope,
             "entries": self.summary.entries,
             "by_category": {str(c): n for c, n in self.summary.by_category.items()},
             "relevance_histogram": list(self.summary.relevance_histogram),
+            "scopes": dict(self.scopes),
         }
 
 
@@ -104,6 +109,8 @@ def stats_view(stats: StoreStats) -> Group:
     overview.add_row("database", Text(stats.database))
     overview.add_row("size", size)
     overview.add_row("schema revision", str(stats.schema_revision))
+    if stats.scope:
+        overview.add_row("scope", Text(stats.scope))
     overview.add_row("entries", str(stats.summary.entries))
 
     categories = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
@@ -121,7 +128,20 @@ def stats_view(stats: StoreStats) -> Group:
         closing = "]" if low == 9 else ")"
         bar = "█" * math.ceil(30 * number / biggest) if number else ""
         histogram.add_row(f"[{low / 10:.1f}, {(low + 1) / 10:.1f}{closing}", str(number), bar)
-    return Group(overview, Text(), categories, Text(), histogram)
+    parts: list[Any] = [overview, Text(), categories, Text(), histogram]
+    if len(stats.scopes) > 1 or (stats.scopes and stats.scopes[0][0] != stats.scope):
+        parts += [Text(), scopes_table(stats.scopes)]
+    return Group(*parts)
+
+
+def scopes_table(found: Sequence[tuple[str, int]]) -> Table:
+    """``scopes``: each scope's name (the root shown as ``(root)``) and its number of entries."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("scope", no_wrap=True)
+    table.add_column("entries", justify="right")
+    for name, number in found:
+        table.add_row(Text(name) if name else Text("(root)", style="italic"), str(number))
+    return table
 
 
 def consolidation_view(target: str, stats: ConsolidationStats) -> Group:

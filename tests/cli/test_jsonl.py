@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from loopctl_memory import InvalidEntryError, MemoryCategory, MemoryEntry
-from loopctl_memory.jsonl import FIELDS, entry_from_json, entry_to_json
+from loopctl_memory.jsonl import (
+    FIELDS,
+    OPTIONAL_FIELDS,
+    entry_from_json,
+    entry_to_json,
+    scoped_entry_from_json,
+)
 
 from .test_import_export import awkward_entries
 
@@ -55,10 +61,41 @@ def test_write_then_read_gives_the_same_entry_and_the_same_line(entry):
 
 
 def test_keys_are_written_in_a_fixed_order_without_spaces_or_ascii_escapes():
-    entry = MemoryEntry(MemoryCategory.FACT, "café ☕", tags=["naïve"], relevance=0.5)
-    text = entry_to_json(entry)
+    stamp = datetime(2026, 1, 2, tzinfo=UTC)
+    entry = MemoryEntry(
+        MemoryCategory.FACT,
+        "café ☕",
+        tags=["naïve"],
+        relevance=0.5,
+        last_accessed=stamp,
+        last_decayed=stamp,
+    )
+    text = entry_to_json(entry, "équipe/a")
     assert FIELDS == tuple(json.loads(text))
     assert '"memory":"café ☕","tags":["naïve"],"relevance":0.5,' in text
+    assert '"scope":"équipe/a","last_accessed":"2026-01-02T00:00:00.000000+00:00",' in text
+
+
+def test_empty_optional_keys_are_left_out_and_a_line_without_them_reads_back():
+    entry = MemoryEntry(MemoryCategory.FACT, "plain")
+    text = entry_to_json(entry)
+    assert tuple(name for name in FIELDS if name not in OPTIONAL_FIELDS) == tuple(json.loads(text))
+    assert ("", entry) == scoped_entry_from_json(text)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"scope": "a//b"}, "empty segment"),
+        ({"scope": 3}, "scope must be a string"),
+        ({"last_accessed": "yesterday"}, "not an ISO 8601"),
+        ({"last_decayed": "2026-01-02T00:00:00"}, "no UTC offset"),
+    ],
+)
+def test_a_bad_scope_or_stamp_is_refused_with_its_reason(extra, message):
+    line = json.loads(entry_to_json(MemoryEntry(MemoryCategory.FACT, "x"))) | extra
+    with pytest.raises(InvalidEntryError, match=message):
+        scoped_entry_from_json(json.dumps(line))
 
 
 def test_other_utc_offsets_are_read_and_written_as_utc():

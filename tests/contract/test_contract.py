@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import func, select
 
 import loopctl_memory
 from loopctl_memory import (
@@ -29,7 +29,8 @@ from loopctl_memory import (
     StorageError,
     open_store,
 )
-from tests.conftest import POSTGRES_URL_VARIABLE
+from loopctl_memory.sql.tables import entries, scopes, tags
+from tests.conftest import POSTGRES_URL_VARIABLE, base_backend
 
 # --- helpers -------------------------------------------------------------------
 
@@ -98,8 +99,15 @@ def sql_store(store: Any, sql_backend: str) -> Any:
 
 
 async def tag_row_count(store: Any) -> int:
+    """The tag rows of the entries the store (a view: of its scope) holds."""
+    scope = select(scopes.c.id).where(scopes.c.name == store.scope_name).scalar_subquery()
+    statement = (
+        select(func.count())
+        .select_from(tags.join(entries, entries.c.seq == tags.c.entry_seq))
+        .where(entries.c.scope_id == scope)
+    )
     async with store.engine.connect() as connection:
-        return int((await connection.execute(text("SELECT count(*) FROM tags"))).scalar_one())
+        return int((await connection.execute(statement)).scalar_one())
 
 
 # --- the protocol ----------------------------------------------------------------
@@ -1269,6 +1277,7 @@ async def test_sqlite_file_keeps_everything_after_close_and_reopen(backend, stor
 
 
 def _sql_target(backend: str, tmp_path: Any) -> str:
+    backend = base_backend(backend)
     if backend == "sqlite-memory":
         return ":memory:"
     if backend == "sqlite-file":

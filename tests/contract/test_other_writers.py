@@ -16,12 +16,15 @@ import subprocess
 import sys
 import textwrap
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
 from loopctl_memory.jsonl import entry_to_json, import_jsonl
+from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import POSTGRES_URL_VARIABLE, SHARED_BACKENDS, reset_postgres
 
@@ -36,6 +39,20 @@ def _entry(rng: random.Random) -> MemoryEntry:
         relevance=rng.choice([rng.randrange(21) * 0.05, 0.02, 0.0]),
         id=uuid.UUID(int=rng.getrandbits(128)),
     )
+
+
+def _changes(rng: random.Random) -> dict[str, Any]:
+    """Some of an update's fields, new values drawn like an entry's."""
+    fresh = _entry(rng)
+    every = {
+        "memory": fresh.memory,
+        "tags": fresh.tags,
+        "relevance": fresh.relevance,
+        "category": fresh.category,
+        "validated": rng.random() < 0.5,
+    }
+    chosen = rng.sample(sorted(every), rng.randint(1, len(every)))
+    return {name: every[name] for name in chosen}
 
 
 async def _target(backend: str, tmp_path: Path) -> str | Path:
@@ -76,8 +93,15 @@ async def test_a_reader_sees_every_kind_of_write_by_another_store(backend, seed,
                 stored = [entry async for entry in writer.iter_entries()]
                 for entry in rng.sample(stored, min(len(stored), rng.randint(1, 5))):
                     assert await writer.delete(entry.id) == await reference.delete(entry.id)
-            elif action < 0.8:
+            elif action < 0.75:
                 assert await writer.consolidate() == await reference.consolidate()
+            elif action < 0.8:
+                stored = [entry async for entry in writer.iter_entries()]
+                for entry in rng.sample(stored, min(len(stored), rng.randint(1, 4))):
+                    changes = _changes(rng)
+                    assert await reference.update(entry.id, **changes) == await writer.update(
+                        entry.id, **changes
+                    )
             elif action < 0.9:
                 batch = [_entry(rng) for _ in range(rng.randint(1, 30))]
                 lines = "".join(entry_to_json(entry) + "\n" for entry in batch)
@@ -136,3 +160,61 @@ async def test_a_reader_sees_what_another_process_wrote(backend, tmp_path):
             "child wrote zebra 0",
             "child wrote zebra 2",
         ]
+
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def _aged(rng: random.Random) -> MemoryEntry:
+    entry = _entry(rng)
+    entry.created_at = NOW - timedelta(days=rng.choice([0, 1, 10, 40, 400]))
+    if rng.random() < 0.3:
+        entry.last_accessed = NOW - timedelta(days=rng.choice([0, 2, 30]))
+    entry.access_count = rng.choice([0, 0, 1, 5, 60])
+    return entry
+
+
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
+@pytest.mark.parametrize("seed", [4, 5])
+async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
+    backend, seed, tmp_path
+):
+    """Rewritten, merged and decayed entries rank as the reference's, in a scope too."""
+    rng = random.Random(seed)
+    target = await _target(backend, tmp_path)
+    tuning = Tuning(
+        tail_limit=rng.choice([3, 20]),
+        word_cache_bytes=rng.choice([0, 2**20]),
+        small_scope=rng.choice([0, 20_000]),
+    )
+    reference = InMemoryStore(clock=lambda: NOW)
+    async with (
+        open_store(target, tuning=tuning, clock=lambda: NOW) as reading,
+        open_store(target, clock=lambda: NOW) as writing,
+    ):
+        reader, writer = reading.scope("team/a"), writing.scope("team/a")
+        elsewhere = writing.scope("team/b")
+        for _ in range(20):
+            action = rng.random()
+            if action < 0.4:
+                batch = [_aged(rng) for _ in range(rng.randint(1, 30))]
+                await writer.store_many(batch)
+                await reference.store_many(batch)
+                await elsewhere.store_many([_aged(rng) for _ in range(rng.randint(0, 10))])
+            elif action < 0.7:
+                stored = [entry async for entry in writer.iter_entries()]
+                for entry in rng.sample(stored, min(len(stored), rng.randint(1, 6))):
+                    changes = _changes(rng)
+                    assert await reference.update(entry.id, **changes) == await writer.update(
+                        entry.id, **changes
+                    )
+            elif action < 0.85:
+                config = ConsolidationConfig.full()
+                assert await reference.consolidate(config) == await writer.consolidate(config)
+            else:
+                config = ConsolidationConfig(merge=True, merge_threshold=rng.choice([0.3, 0.6]))
+                assert await reference.consolidate(config) == await writer.consolidate(config)
+            assert [e async for e in reference.iter_entries()] == [
+                e async for e in writer.iter_entries()
+            ]
+            await _same_answers(reader, reference, rng)

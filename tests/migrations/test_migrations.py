@@ -51,6 +51,7 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         "tag_values",
         "tag_blocks",
         "changes",
+        "scopes",
     } == tables
 
 

@@ -1,13 +1,16 @@
 """A child process for the cross-process concurrency test.
 
-Usage: python concurrent_worker.py DB_PATH WORKER GO_FILE
+Usage: python concurrent_worker.py DB_PATH WORKER GO_FILE [scoped]
 
 Opens the store, prints "ready", waits until GO_FILE exists (the start
 barrier), then writes its entries: in each of ``BLOCKS`` blocks, ``SINGLES``
 one-by-one ``store`` calls (a ``retrieve`` after every ``RETRIEVE_EVERY`` of
 them) followed by one ``store_many`` of ``BATCH`` entries. Every retrieved
 entry must equal the expected entry with its id, or the worker fails. Prints
-"done <entries written>" and exits 0 when everything succeeded.
+"done <entries written>" and exits 0 when everything succeeded. With
+``scoped``, the worker writes into its own scope (:func:`scope_of`), created by
+its first write while the others create theirs, and every retrieved entry must
+be one of its own.
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ def expected_entry(worker: int, index: int) -> MemoryEntry:
     )
 
 
+def scope_of(worker: int) -> str:
+    """The scope a scoped worker writes into."""
+    return f"tenants/t{worker}"
+
+
 def all_expected() -> dict[uuid.UUID, MemoryEntry]:
     """Every entry any worker writes, by id."""
     return {
@@ -62,7 +70,7 @@ def all_expected() -> dict[uuid.UUID, MemoryEntry]:
 
 
 async def _check_retrieve(
-    store: SqlMemoryStore, worker: int, known: dict[uuid.UUID, MemoryEntry]
+    store: SqlMemoryStore, worker: int, known: dict[uuid.UUID, MemoryEntry], *, scoped: bool
 ) -> None:
     found = await store.retrieve(f"worker {worker} memory shared", 10)
     if not isinstance(found, list):
@@ -70,6 +78,8 @@ async def _check_retrieve(
     for entry in found:
         if known.get(entry.id) != entry:
             raise AssertionError(f"retrieve returned a damaged or unknown entry: {entry!r}")
+        if scoped and not entry.memory.startswith(f"worker {worker} "):
+            raise AssertionError(f"another scope's entry crossed over: {entry!r}")
 
 
 def _wait_for(go_file: Path) -> None:
@@ -78,9 +88,10 @@ def _wait_for(go_file: Path) -> None:
         time.sleep(0.001)
 
 
-async def _run(path: str, worker: int, go_file: Path) -> None:
+async def _run(path: str, worker: int, go_file: Path, *, scoped: bool) -> None:
     known = all_expected()
-    async with open_store(path, busy_timeout=BUSY_TIMEOUT) as store:
+    async with open_store(path, busy_timeout=BUSY_TIMEOUT) as opened:
+        store = opened.scope(scope_of(worker)) if scoped else opened
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         await asyncio.to_thread(_wait_for, go_file)
@@ -90,13 +101,14 @@ async def _run(path: str, worker: int, go_file: Path) -> None:
                 await store.store(expected_entry(worker, index))
                 index += 1
                 if single % RETRIEVE_EVERY == 0:
-                    await _check_retrieve(store, worker, known)
+                    await _check_retrieve(store, worker, known, scoped=scoped)
             await store.store_many(expected_entry(worker, i) for i in range(index, index + BATCH))
             index += BATCH
-            await _check_retrieve(store, worker, known)
+            await _check_retrieve(store, worker, known, scoped=scoped)
     sys.stdout.write(f"done {index}\n")
     sys.stdout.flush()
 
 
 if __name__ == "__main__":
-    asyncio.run(_run(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])))
+    scoped = sys.argv[4:] == ["scoped"]
+    asyncio.run(_run(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), scoped=scoped))

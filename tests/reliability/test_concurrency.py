@@ -27,6 +27,8 @@ from tests.reliability.concurrent_worker import (
     PER_WORKER,
     WORKERS,
     all_expected,
+    expected_entry,
+    scope_of,
 )
 
 WORKER = Path(__file__).with_name("concurrent_worker.py")
@@ -61,10 +63,18 @@ async def _create_schema(target: str | Path) -> None:
         pass
 
 
-async def _check_every_entry(target: str | Path) -> None:
+async def _check_every_entry(target: str | Path, *, scoped: bool) -> None:
     expected = all_expected()
     assert WORKERS * PER_WORKER == len(expected)
-    async with open_store(target, busy_timeout=BUSY_TIMEOUT) as store:
+    async with open_store(target, busy_timeout=BUSY_TIMEOUT) as opened:
+        store = opened.with_descendants() if scoped else opened
+        if scoped:
+            assert 0 == await opened.count()
+            assert [(scope_of(w), PER_WORKER) for w in range(WORKERS)] == await opened.scopes()
+            for worker in range(WORKERS):
+                own = {expected_entry(worker, index).id for index in range(PER_WORKER)}
+                view = opened.scope(scope_of(worker))
+                assert own == {entry.id async for entry in view.iter_entries()}
         assert len(expected) == await store.count()
         stored_ids = [entry.id async for entry in store.iter_entries()]
         assert len(expected) == len(stored_ids)
@@ -73,10 +83,12 @@ async def _check_every_entry(target: str | Path) -> None:
             assert entry == await store.get(entry_id)
 
 
+@pytest.mark.parametrize("scoped", [False, True], ids=["root", "a-scope-each"])
 @pytest.mark.parametrize(
     "backend", ["sqlite-file", pytest.param("postgresql", marks=NEEDS_POSTGRES)]
 )
-def test_processes_writing_one_database_at_once_lose_nothing(tmp_path, backend):
+def test_processes_writing_one_database_at_once_lose_nothing(tmp_path, backend, scoped):
+    """With a scope each, each scope holds exactly its writer's entries and no other's."""
     path: str | Path = (
         tmp_path / "memory.db" if backend == "sqlite-file" else os.environ[POSTGRES_URL_VARIABLE]
     )
@@ -86,7 +98,14 @@ def test_processes_writing_one_database_at_once_lose_nothing(tmp_path, backend):
     env = {**os.environ, "PYTHONPATH": str(root)}
     children = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(path), str(worker), str(go_file)],
+            [
+                sys.executable,
+                str(WORKER),
+                str(path),
+                str(worker),
+                str(go_file),
+                *(["scoped"] if scoped else []),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -119,7 +138,8 @@ def test_processes_writing_one_database_at_once_lose_nothing(tmp_path, backend):
     if isinstance(path, Path):
         assert [("ok",)] == _integrity(path)
         assert [] == _duplicate_ids(path)
-    asyncio.run(_check_every_entry(path))  # exact count, every id once, every entry intact
+    # exact count, every id once, every entry intact (and in its writer's scope)
+    asyncio.run(_check_every_entry(path, scoped=scoped))
 
 
 # --- 2. many tasks sharing one store inside one process ---

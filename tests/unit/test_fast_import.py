@@ -52,6 +52,7 @@ from loopctl_memory.jsonl import (
     entry_to_json,
     flat_from_json,
     read_batches,
+    scoped_entry_from_json,
 )
 
 Parsed = tuple[FlatEntry, list[str]]
@@ -87,12 +88,12 @@ def fallbacks_counted() -> Iterator[list[str | bytes]]:
     """Record every line ``flat_from_json`` hands to the slow path."""
     seen: list[str | bytes] = []
 
-    def counting(text: str | bytes) -> MemoryEntry:
+    def counting(text: str | bytes) -> tuple[str, MemoryEntry]:
         seen.append(text)
-        return entry_from_json(text)
+        return scoped_entry_from_json(text)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(jsonl_module, "entry_from_json", counting)
+        patch.setattr(jsonl_module, "scoped_entry_from_json", counting)
         yield seen
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -83,9 +83,17 @@ class Backend:
         """``statement``, written with ``?`` placeholders, in the driver's style."""
         return statement
 
-    def entry_rows(self, batch: FlatBatch, first_seq: int) -> list[EntryRow]:
-        """The batch's entries as rows for ``INSERT INTO entries (seq, ...)``, numbered on."""
-        return [(first_seq + index, *entry) for index, entry in enumerate(batch.entries)]
+    def entry_rows(
+        self, batch: FlatBatch, first_seq: int, scope_ids: Mapping[str, int]
+    ) -> list[EntryRow]:
+        """The batch's entries as rows for ``INSERT INTO entries (seq, ...)``, numbered on.
+
+        ``scope_ids``: the id of each scope the batch names.
+        """
+        return [
+            (first_seq + index, *entry[:10], scope_ids[entry[10]])
+            for index, entry in enumerate(batch.entries)
+        ]
 
     def tag_rows(self, batch: FlatBatch, first_seq: int) -> list[EntryRow]:
         """The batch's tags as rows for ``INSERT INTO tags (entry_seq, ...)``."""
@@ -98,10 +106,11 @@ class Backend:
     def after_indexing(self, connection: Connection, tables: list[str]) -> None:
         """Called once a write added a block of postings; nothing to do by default."""
 
-    async def store_one(self, driver: Any, batch: FlatBatch) -> int:
-        """Store a batch of one entry in a transaction of its own on the driver's connection.
+    async def store_one(self, driver: Any, batch: FlatBatch, scope_id: int) -> int:
+        """Store a batch of one entry, in scope ``scope_id``, in a transaction of its own.
 
-        Returns the entry's seq. Only where :attr:`works_in_one_hop`.
+        On the driver's connection; returns the entry's seq. Only where
+        :attr:`works_in_one_hop`.
         """
         raise NotImplementedError
 
@@ -187,17 +196,17 @@ class SqliteBackend(Backend):
             mode = connection.get_execution_options().get(_BEGIN_MODE, "")
             connection.exec_driver_sql(f"BEGIN {mode}".rstrip())
 
-    async def store_one(self, driver: Any, batch: FlatBatch) -> int:
+    async def store_one(self, driver: Any, batch: FlatBatch, scope_id: int) -> int:
         """One hop to aiosqlite's thread for the whole transaction, where a batch makes a dozen.
 
         aiosqlite has no public call that runs a function in its thread, so this
         uses its ``_execute`` (``tests/unit/test_single_store.py`` pins the
         versions it is known on); without it, single entries go as batches.
         """
-        seq: int = await driver._execute(self._store_blocking, driver._conn, batch)
+        seq: int = await driver._execute(self._store_blocking, driver._conn, batch, scope_id)
         return seq
 
-    def _store_blocking(self, connection: Any, batch: FlatBatch) -> int:
+    def _store_blocking(self, connection: Any, batch: FlatBatch, scope_id: int) -> int:
         """Store a batch of one in its own transaction on a ``sqlite3`` connection; its seq.
 
         The seq comes from the statement itself (above every entry and the
@@ -205,7 +214,8 @@ class SqliteBackend(Backend):
         """
         connection.execute("BEGIN IMMEDIATE")
         try:
-            seq = int(connection.execute(_INSERT_ONE, batch.entries[0]).lastrowid)
+            row = (*batch.entries[0][:10], scope_id)
+            seq = int(connection.execute(_INSERT_ONE, row).lastrowid)
             if batch.tags:
                 connection.executemany(INSERT_TAGS, self.tag_rows(batch, seq))
             connection.execute("COMMIT")
@@ -331,7 +341,9 @@ class PostgresqlBackend(Backend):
         numbered = [f"{piece}${number}" for number, piece in enumerate(pieces[:-1], start=1)]
         return "".join(numbered) + pieces[-1]
 
-    def entry_rows(self, batch: FlatBatch, first_seq: int) -> list[EntryRow]:
+    def entry_rows(
+        self, batch: FlatBatch, first_seq: int, scope_ids: Mapping[str, int]
+    ) -> list[EntryRow]:
         """A UUID, a bool and text as bytes, as asyncpg binds them."""
         return [
             (
@@ -344,6 +356,9 @@ class PostgresqlBackend(Backend):
                 created_at_us,
                 access_count,
                 bool(validated),
+                last_accessed_us,
+                last_decayed_us,
+                scope_ids[scope],
             )
             for index, (
                 hex_id,
@@ -354,6 +369,9 @@ class PostgresqlBackend(Backend):
                 created_at_us,
                 access_count,
                 validated,
+                last_accessed_us,
+                last_decayed_us,
+                scope,
             ) in enumerate(batch.entries)
         ]
 

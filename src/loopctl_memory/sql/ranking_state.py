@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.segments import (
@@ -35,7 +36,7 @@ from loopctl_memory.sql.segments import (
     load_segment,
     seq_type,
 )
-from loopctl_memory.sql.tail import TailIndex
+from loopctl_memory.sql.tail import RewrittenIndex, TailIndex
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.vocabulary import Terms
 
@@ -44,12 +45,18 @@ Mask = npt.NDArray[np.bool_]
 _MAX_SEGMENTS = 16
 _ROWS_PER_FETCH = 65_536
 _HALF = np.float32(0.5)
-# The highest seq, the last change and the watermark: what a refresh compares with its copy.
+# What a refresh compares with its copy: the highest seq, the last change, the
+# watermark, the generation and the newest scope.
 _WHERE_THINGS_STAND = (
     "SELECT (SELECT coalesce(max(seq), 0) FROM entries),"
     " (SELECT coalesce(max(id), 0) FROM changes),"
-    " (SELECT indexed_through FROM index_state)"
+    " (SELECT indexed_through FROM index_state),"
+    " (SELECT generation FROM index_state),"
+    " (SELECT coalesce(max(id), 0) FROM scopes)"
 )
+# The entries still present that the change log names: rewritten after being written.
+_REWRITTEN = "SELECT DISTINCT c.seq FROM changes c JOIN entries e ON e.seq = c.seq"
+_ROWS_PER_LOOKUP = 10_000  # seqs in one IN list, under SQLite's limit on bound parameters
 
 
 class RankingState:
@@ -61,14 +68,21 @@ class RankingState:
     """
 
     def __init__(self, tuning: Tuning) -> None:
-        self._tuning = tuning
+        self.tuning = tuning
         self._reset()
 
     def _reset(self) -> None:
         self.top = 0  # the highest seq read
         self.change = 0  # the last change applied
         self.mark = 0  # the watermark the segments reach
+        self.generation = 0
         self.half: Halves = np.full(1, -np.inf, np.float32)
+        self.scope_of: npt.NDArray[np.int64] = np.full(1, -1, np.int64)
+        self._scope_names: dict[int, str] = {}
+        self._scopes_read = -1
+        self.rewritten = RewrittenIndex()
+        # The lowercase memory and tags of entries of small scopes, read when first ranked.
+        self._texts: dict[int, tuple[str, tuple[str, ...]]] = {}
         self.tokens = Terms()
         self.tag_values = Terms()
         self._terms_read = (0, 0)  # the highest token and tag value ids read
@@ -91,20 +105,33 @@ class RankingState:
             raise
 
     def _refresh(self, connection: Reader) -> None:
-        top, change, mark = connection.one(_WHERE_THINGS_STAND)
-        top, change, mark = int(top), int(change), int(mark or 0)
-        if not self._loaded or mark < self.mark or len(self.token_segments) >= _MAX_SEGMENTS:
+        top, change, mark, generation, newest_scope = connection.one(_WHERE_THINGS_STAND)
+        change, mark, generation = int(change), int(mark or 0), int(generation or 0)
+        # Postings may name removed entries above the newest live one: cover them too.
+        top = max(int(top), mark)
+        if (
+            not self._loaded
+            or mark < self.mark
+            or generation != self.generation
+            or len(self.token_segments) >= _MAX_SEGMENTS
+        ):
             self._reset()
+            self.generation = generation
             self._load(connection, top, change, mark)
+            self._read_scopes(connection, int(newest_scope))
             return
-        if change > self.change:
-            self._apply_changes(connection, change)
+        if int(newest_scope) > self._scopes_read:
+            self._read_scopes(connection, int(newest_scope))
         if mark > self.mark:
             self._add_blocks(connection, mark)
         if top > self.top:
             self._read_entries(connection, self.top, top)
             self.tail.read(connection, top)
             self.top = top
+        # Last: an entry stored and rewritten since the last refresh may already be in a
+        # block's postings (or the tail) under its first text.
+        if change > self.change:
+            self._apply_changes(connection, change)
 
     def _load(self, connection: Reader, top: int, change: int, mark: int) -> None:
         with connection.backend.reading_once(connection):
@@ -120,29 +147,111 @@ class RankingState:
         self.tail = TailIndex(mark)
         self.tail.read(connection, top)
         self._read_terms(connection)
+        self._read_rewritten(connection, _REWRITTEN, ())
         self._loaded = True
 
     def _read_entries(self, connection: Reader, after: int, through: int) -> None:
         """Read the relevance of the entries with ``after < seq <= through``."""
-        half = self.half
+        half, scope_of = self.half, self.scope_of
         if len(half) <= through:
-            grown = np.full(max(through + 1, 2 * len(half)), -np.inf, np.float32)
+            size = max(through + 1, 2 * len(half))
+            grown = np.full(size, -np.inf, np.float32)
             grown[: len(half)] = half
             self.half = half = grown
-        statement = "SELECT seq, relevance FROM entries WHERE seq > ? AND seq <= ?"
+            grown_scopes = np.full(size, -1, np.int64)
+            grown_scopes[: len(scope_of)] = scope_of
+            self.scope_of = scope_of = grown_scopes
+        statement = "SELECT seq, relevance, scope_id FROM entries WHERE seq > ? AND seq <= ?"
         for rows in connection.chunks(statement, (after, through), _ROWS_PER_FETCH):
             seqs = np.fromiter((row[0] for row in rows), np.int64, len(rows))
             relevance = np.fromiter((row[1] for row in rows), np.float64, len(rows))
             # binary32 relevance times binary32 0.5, rounded to binary32, as the crate does
             half[seqs] = relevance.astype(np.float32) * _HALF
+            scope_of[seqs] = np.fromiter((row[2] for row in rows), np.int64, len(rows))
 
     def _apply_changes(self, connection: Reader, change: int) -> None:
-        removed = connection.all(
-            "SELECT seq FROM changes WHERE id > ? AND id <= ?", (self.change, change)
-        )
-        seqs = np.fromiter((row[0] for row in removed), np.int64, len(removed))
-        self.half[seqs[seqs < len(self.half)]] = -np.inf
+        """Read again the entries removed or rewritten since the last change applied."""
+        statement = "SELECT DISTINCT seq FROM changes WHERE id > ? AND id <= ? AND seq <= ?"
+        self._read_rewritten(connection, statement, (self.change, change, self.top))
         self.change = change
+
+    def _read_rewritten(self, connection: Reader, changed: str, arguments: tuple[int, ...]) -> None:
+        """Read the entries ``changed`` (a query of seqs) names: gone, or rewritten."""
+        seqs = sorted(int(row[0]) for row in connection.all(changed, arguments))
+        decode = connection.backend.decode
+        for start in range(0, len(seqs), _ROWS_PER_LOOKUP):
+            chunk = [seq for seq in seqs[start : start + _ROWS_PER_LOOKUP] if seq <= self.top]
+            if not chunk:
+                continue
+            marks = ", ".join("?" * len(chunk))
+            columns = "seq, relevance, scope_id, memory_lower"
+            rows = connection.all(
+                f"SELECT {columns} FROM entries WHERE seq IN ({marks})",  # noqa: S608
+                chunk,
+            )
+            tags: dict[int, list[str]] = {}
+            for seq, tag in connection.all(
+                f"SELECT entry_seq, tag_lower FROM tags WHERE entry_seq IN ({marks})"  # noqa: S608
+                " ORDER BY entry_seq, position",
+                chunk,
+            ):
+                tags.setdefault(int(seq), []).append(decode(tag))
+            present = set()
+            for seq, relevance, scope_id, memory_lower in rows:
+                present.add(seq)
+                self.half[seq] = np.float32(relevance) * _HALF
+                self.scope_of[seq] = scope_id
+                text, tags_lower = decode(memory_lower), tags.get(seq, [])
+                self.rewritten.rewrite(seq, text, tags_lower)
+                if seq in self._texts:
+                    self._texts[seq] = (text, tuple(tags_lower))
+            gone = np.array([seq for seq in chunk if seq not in present], np.int64)
+            self.half[gone] = -np.inf
+            self.scope_of[gone] = -1
+            for seq in gone:
+                self.rewritten.forget(int(seq))
+
+    def _read_scopes(self, connection: Reader, newest: int) -> None:
+        decode = connection.backend.decode
+        rows = connection.all("SELECT id, name FROM scopes WHERE id > ?", (self._scopes_read,))
+        self._scope_names.update((int(number), decode(name)) for number, name in rows)
+        self._scopes_read = max(newest, self._scopes_read)
+
+    def texts(
+        self, connection: Reader, seqs: npt.NDArray[np.int64]
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """The lowercase memory and tags of the live entries at ``seqs``, as they are now."""
+        known = self._texts
+        missing = [int(seq) for seq in seqs if int(seq) not in known]
+        if len(known) + len(missing) > 4 * self.tuning.small_scope:
+            known.clear()  # entries of scopes no longer asked about: keep memory bounded
+            missing = [int(seq) for seq in seqs]
+        decode = connection.backend.decode
+        for start in range(0, len(missing), _ROWS_PER_LOOKUP):
+            chunk = missing[start : start + _ROWS_PER_LOOKUP]
+            marks = ", ".join("?" * len(chunk))
+            tags: dict[int, list[str]] = {}
+            for seq, tag in connection.all(
+                f"SELECT entry_seq, tag_lower FROM tags WHERE entry_seq IN ({marks})"  # noqa: S608
+                " ORDER BY entry_seq, position",
+                chunk,
+            ):
+                tags.setdefault(int(seq), []).append(decode(tag))
+            for seq, memory_lower in connection.all(
+                f"SELECT seq, memory_lower FROM entries WHERE seq IN ({marks})",  # noqa: S608
+                chunk,
+            ):
+                known[int(seq)] = (decode(memory_lower), tuple(tags.get(int(seq), ())))
+        return [known[int(seq)] for seq in seqs]
+
+    def scope_ids(self, scope: Scope) -> npt.NDArray[np.int64] | None:
+        """The ids of the scopes ``scope`` reads; None: every scope."""
+        if scope.everything:
+            return None
+        return np.array(
+            sorted(number for number, name in self._scope_names.items() if scope.holds(name)),
+            np.int64,
+        )
 
     def _add_blocks(self, connection: Reader, mark: int) -> None:
         self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))
@@ -182,7 +291,7 @@ class RankingState:
         wanted: Ints = np.array(self.tokens.containing(word), np.int64)
         runs = [segment.runs(wanted) for segment in self.token_segments]
         postings, size = sum(part.postings for part in runs), self.top + 1
-        if postings * 16 < size or not self._tuning.word_cache_bytes:
+        if postings * 16 < size or not self.tuning.word_cache_bytes:
             return self._gather(self.token_segments, runs), False
         found: Seqs | Mask
         if postings * 4 >= size:
@@ -229,7 +338,7 @@ class RankingState:
             kept = np.packbits(mask)
         self._kept[word] = kept
         self._kept_bytes += kept.nbytes
-        while self._kept_bytes > self._tuning.word_cache_bytes and self._kept:
+        while self._kept_bytes > self.tuning.word_cache_bytes and self._kept:
             _, dropped = self._kept.popitem(last=False)
             self._kept_bytes -= dropped.nbytes
 

@@ -8,16 +8,30 @@ candidates and ``loopctl_memory.scoring`` ranks them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, delete, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    case,
+    delete,
+    false,
+    func,
+    insert,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from loopctl_memory import scopes as scope_names
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import DuplicateEntryError
-from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch
+from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, moment
+from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import PRUNE_THRESHOLD
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader, backend_of
@@ -28,6 +42,7 @@ from loopctl_memory.sql.tables import (
     changes,
     entries,
     index_state,
+    scopes,
     tags,
 )
 from loopctl_memory.sql.tuning import Tuning
@@ -35,29 +50,114 @@ from loopctl_memory.sql.tuning import Tuning
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
 _IDS_PER_STATEMENT = 10_000
 
-# What a MemoryEntry is read from: every column but the lowercase copy, kept for search.
-_ENTRY_NAMES = tuple(name for name in ENTRY_FIELDS if name != "memory_lower")
+# What a MemoryEntry is read from: every column but the lowercase copy (kept for search)
+# and the scope (a view's, not the entry's).
+_ENTRY_NAMES = tuple(name for name in ENTRY_FIELDS if name not in ("memory_lower", "scope_id"))
 _ENTRY_COLUMNS = tuple(entries.c[name] for name in _ENTRY_NAMES)
+_ACCESS_COUNT_MAX = 2**63 - 1
+
+
+# --- scopes ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeIds:
+    """A view's scopes as ids: the one it writes into, and those it reads."""
+
+    own: int | None
+    """The id of the scope written into; None while that scope has never held an entry."""
+    read: tuple[int, ...] | None
+    """The ids of the scopes read; None: every scope."""
+
+    def condition(self) -> ColumnElement[bool]:
+        """The entries the view reads, as a WHERE condition."""
+        if self.read is None:
+            return true()
+        if not self.read:
+            return false()
+        if len(self.read) == 1:
+            return entries.c.scope_id == self.read[0]
+        return entries.c.scope_id.in_(self.read)
+
+
+async def scope_ids(connection: AsyncConnection, scope: Scope) -> ScopeIds:
+    """The ids of ``scope``'s scopes as the database holds them now."""
+    if scope.everything:
+        return ScopeIds(0, None)
+    if not scope.descendants:
+        own = await _scope_id(connection, scope.name)
+        return ScopeIds(own, () if own is None else (own,))
+    rows = (await connection.execute(select(scopes.c.id, scopes.c.name))).all()
+    held = tuple(sorted(int(row.id) for row in rows if scope.holds(row.name)))
+    own = next((int(row.id) for row in rows if row.name == scope.name), None)
+    return ScopeIds(own, held)
+
+
+async def _scope_id(connection: AsyncConnection, name: str) -> int | None:
+    if not name:
+        return 0
+    found = (
+        await connection.execute(select(scopes.c.id).where(scopes.c.name == name))
+    ).scalar_one_or_none()
+    return None if found is None else int(found)
+
+
+async def ensure_scopes(connection: AsyncConnection, names: Iterable[str]) -> dict[str, int]:
+    """The id of each scope named, giving an id to a name that has none yet."""
+    found: dict[str, int] = {}
+    for name in set(names):
+        known = await _scope_id(connection, name)
+        if known is None:
+            backend = backend_of(connection)
+            await connection.exec_driver_sql(
+                backend.sql("INSERT INTO scopes (name) VALUES (?) ON CONFLICT (name) DO NOTHING"),
+                (backend.encode(name),),
+            )
+            known = await _scope_id(connection, name)
+        if known is None:  # pragma: no cover - inserted just above, in this transaction
+            raise RuntimeError(f"scope {name!r} was not created")
+        found[name] = known
+    return found
+
+
+async def scope_counts(connection: AsyncConnection, scope: Scope) -> list[tuple[str, int]]:
+    """(name, entries) of ``scope`` and every scope below it that holds entries, by name."""
+    rows = await connection.execute(
+        select(scopes.c.name, func.count())
+        .select_from(entries.join(scopes, scopes.c.id == entries.c.scope_id))
+        .group_by(scopes.c.name)
+    )
+    everything_below = Scope(scope.name, descendants=True)
+    return sorted((name, int(number)) for name, number in rows if everything_below.holds(name))
 
 
 # --- writing ---------------------------------------------------------------
 
 
-async def insert_entries(connection: AsyncConnection, batch: FlatBatch, tuning: Tuning) -> int:
+async def insert_entries(
+    connection: AsyncConnection, batch: FlatBatch, tuning: Tuning, base: str = ""
+) -> int:
     """Insert checked entries in order, index a long tail; return the watermark after.
+
+    Each entry goes into its scope (relative to ``base``, the writing view's scope).
 
     Raises:
         DuplicateEntryError: two entries of the batch share an id (a clash with a
             stored entry surfaces from the database as the same error).
+        InvalidEntryError: a scope name joined to ``base`` is too long.
 
     """
     if not batch.has_unique_ids():
         raise DuplicateEntryError("the batch holds two entries with the same id")
+    relative = {entry[10] for entry in batch.entries}
+    absolute = {name: scope_names.join(base, name) for name in relative}
+    ids = await ensure_scopes(connection, absolute.values())
+    scope_ids_by_name = {name: ids[absolute[name]] for name in relative}
     position = await connection.run_sync(index.write_position)
     first_seq = position.next_seq
     backend = backend_of(connection)
     await connection.exec_driver_sql(
-        backend.sql(INSERT_ENTRIES), backend.entry_rows(batch, first_seq)
+        backend.sql(INSERT_ENTRIES), backend.entry_rows(batch, first_seq, scope_ids_by_name)
     )
     if batch.tags:
         await connection.exec_driver_sql(
@@ -69,17 +169,19 @@ async def insert_entries(connection: AsyncConnection, batch: FlatBatch, tuning: 
     return first_seq + len(batch) - 1
 
 
-async def delete_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> bool:
-    """Delete one entry (its tags cascade); return whether it existed."""
-    return await _remove(connection, entries.c.id == entry_id) > 0
+async def delete_entry(
+    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = ScopeIds(0, None)
+) -> bool:
+    """Delete one entry of the view (its tags cascade); return whether it existed."""
+    return await remove(connection, and_(entries.c.id == entry_id, scope.condition())) > 0
 
 
-async def prune(connection: AsyncConnection) -> int:
-    """Delete every entry whose relevance, as binary32, is below 0.05; return how many."""
-    return await _remove(connection, entries.c.relevance < PRUNE_THRESHOLD)
+async def prune(connection: AsyncConnection, scope: ScopeIds = ScopeIds(0, None)) -> int:
+    """Delete every entry of the view whose relevance, as binary32, is below 0.05."""
+    return await remove(connection, and_(entries.c.relevance < PRUNE_THRESHOLD, scope.condition()))
 
 
-async def _remove(connection: AsyncConnection, condition: ColumnElement[bool]) -> int:
+async def remove(connection: AsyncConnection, condition: ColumnElement[bool]) -> int:
     """Delete the entries meeting ``condition``, logged in ``changes``; return how many.
 
     Other processes learn of the removal from the log; ``removed_through``
@@ -100,15 +202,22 @@ async def _remove(connection: AsyncConnection, condition: ColumnElement[bool]) -
     return int(result.rowcount)
 
 
-async def count(connection: AsyncConnection) -> int:
-    """The number of stored entries."""
-    return int((await connection.execute(select(func.count()).select_from(entries))).scalar_one())
+async def count(connection: AsyncConnection, scope: ScopeIds = ScopeIds(0, None)) -> int:
+    """The number of entries the view reads."""
+    statement = select(func.count()).select_from(entries)
+    if scope.read is not None:
+        statement = statement.where(scope.condition())
+    return int((await connection.execute(statement)).scalar_one())
 
 
-async def get_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> MemoryEntry | None:
-    """The entry with this id, or None."""
+async def get_entry(
+    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = ScopeIds(0, None)
+) -> MemoryEntry | None:
+    """The view's entry with this id, or None."""
     row = (
-        await connection.execute(select(*_ENTRY_COLUMNS).where(entries.c.id == entry_id))
+        await connection.execute(
+            select(*_ENTRY_COLUMNS).where(entries.c.id == entry_id, scope.condition())
+        )
     ).one_or_none()
     if row is None:
         return None
@@ -117,19 +226,138 @@ async def get_entry(connection: AsyncConnection, entry_id: uuid.UUID) -> MemoryE
 
 
 async def page(
-    connection: AsyncConnection, after_seq: int, size: int
-) -> list[tuple[int, MemoryEntry]]:
-    """Up to ``size`` entries stored after insertion number ``after_seq``, in insertion order."""
+    connection: AsyncConnection, scope: ScopeIds, *, after_seq: int, size: int
+) -> list[tuple[int, MemoryEntry, str]]:
+    """Up to ``size`` entries of the view after insertion number ``after_seq``, in order.
+
+    Each with its seq and its scope's name.
+    """
     rows = (
         await connection.execute(
-            select(*_ENTRY_COLUMNS)
-            .where(entries.c.seq > after_seq)
+            select(*_ENTRY_COLUMNS, scopes.c.name.label("scope_name"))
+            .select_from(entries.join(scopes, scopes.c.id == entries.c.scope_id))
+            .where(entries.c.seq > after_seq, scope.condition())
             .order_by(entries.c.seq)
             .limit(size)
         )
     ).all()
     found = await _load(connection, [row.seq for row in rows], rows=rows)
-    return [(row.seq, found[row.seq]) for row in rows]
+    return [(row.seq, found[row.seq], row.scope_name) for row in rows]
+
+
+async def entries_with_seqs(
+    connection: AsyncConnection, scope: ScopeIds
+) -> tuple[list[int], list[MemoryEntry]]:
+    """Every entry of the view, in insertion order, with their seqs (a consolidation reads them)."""
+    rows = (
+        await connection.execute(
+            select(*_ENTRY_COLUMNS).where(scope.condition()).order_by(entries.c.seq)
+        )
+    ).all()
+    seqs = [row.seq for row in rows]
+    found = await _load(connection, seqs, rows=rows)
+    return seqs, [found[seq] for seq in seqs]
+
+
+async def rewrite(
+    connection: AsyncConnection,
+    rows: Sequence[tuple[int, MemoryEntry]],
+    *,
+    log: Iterable[int] = (),
+    tags_of: Iterable[int] = (),
+) -> None:
+    """Write each (seq, entry) over the row at seq: the entry's every field, its id too.
+
+    ``tags_of``: the seqs whose tags are written again; ``log``: the seqs other
+    processes must read again (their text, tags or relevance changed).
+    """
+    if rows:
+        statement = (
+            update(entries)
+            .where(entries.c.seq == bindparam("b_seq"))
+            .values(
+                id=bindparam("b_id"),
+                category=bindparam("b_category"),
+                memory=bindparam("b_memory"),
+                memory_lower=bindparam("b_memory_lower"),
+                relevance=bindparam("b_relevance"),
+                created_at_us=bindparam("b_created_at_us"),
+                access_count=bindparam("b_access_count"),
+                validated=bindparam("b_validated"),
+                last_accessed_us=bindparam("b_last_accessed_us"),
+                last_decayed_us=bindparam("b_last_decayed_us"),
+            )
+        )
+        await connection.execute(
+            statement,
+            [
+                {
+                    "b_seq": seq,
+                    "b_id": entry.id,
+                    "b_category": str(entry.category),
+                    "b_memory": entry.memory,
+                    "b_memory_lower": entry.memory.lower(),
+                    "b_relevance": float(entry.relevance),
+                    "b_created_at_us": microseconds(entry.created_at),
+                    "b_access_count": entry.access_count,
+                    "b_validated": entry.validated,
+                    "b_last_accessed_us": microseconds(entry.last_accessed),
+                    "b_last_decayed_us": microseconds(entry.last_decayed),
+                }
+                for seq, entry in rows
+            ],
+        )
+    retagged = set(tags_of)
+    if retagged:
+        by_seq = dict(rows)
+        for chunk in _chunks(sorted(retagged), _IDS_PER_STATEMENT):
+            await connection.execute(delete(tags).where(tags.c.entry_seq.in_(chunk)))
+        tag_rows = [
+            {"entry_seq": seq, "position": position, "tag": tag, "tag_lower": tag.lower()}
+            for seq in sorted(retagged)
+            for position, tag in enumerate(by_seq[seq].tags)
+        ]
+        if tag_rows:
+            await connection.execute(insert(tags), tag_rows)
+    logged = sorted(set(log))
+    if logged:
+        await connection.execute(insert(changes), [{"seq": seq} for seq in logged])
+
+
+async def stamp_access(connection: AsyncConnection, seqs: Sequence[int], now_us: int) -> None:
+    """Count one more access of each entry at these seqs, last at ``now_us`` (never earlier)."""
+    if not seqs:
+        return
+    count = entries.c.access_count
+    stamp = entries.c.last_accessed_us
+    await connection.execute(
+        update(entries)
+        .where(entries.c.seq.in_(list(seqs)))
+        .values(
+            access_count=case((count < _ACCESS_COUNT_MAX, count + 1), else_=count),
+            last_accessed_us=case((stamp.is_(None), now_us), (stamp < now_us, now_us), else_=stamp),
+        )
+    )
+
+
+async def raise_generation(connection: AsyncConnection) -> None:
+    """Make every process read its copy of the ranking columns again."""
+    await connection.execute(update(index_state).values(generation=index_state.c.generation + 1))
+
+
+async def seq_of(
+    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds
+) -> tuple[int, MemoryEntry] | None:
+    """The view's entry with this id and its seq, or None."""
+    row = (
+        await connection.execute(
+            select(*_ENTRY_COLUMNS).where(entries.c.id == entry_id, scope.condition())
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    found = await _load(connection, [row.seq], rows=[row])
+    return row.seq, found[row.seq]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,11 +370,13 @@ class Summary:
     """Counts in ten bins of width 0.1: [0, 0.1), [0.1, 0.2), ..., [0.9, 1.0]."""
 
 
-async def summarise(connection: AsyncConnection) -> Summary:
-    """Count the entries, by category and by relevance bin, in two statements."""
+async def summarise(connection: AsyncConnection, scope: ScopeIds = ScopeIds(0, None)) -> Summary:
+    """Count the view's entries, by category and by relevance bin, in two statements."""
     by_category = dict.fromkeys(MemoryCategory, 0)
     grouped = await connection.execute(
-        select(entries.c.category, func.count()).group_by(entries.c.category)
+        select(entries.c.category, func.count())
+        .where(scope.condition())
+        .group_by(entries.c.category)
     )
     for category, number in grouped:
         by_category[MemoryCategory(category)] = number
@@ -159,7 +389,9 @@ async def summarise(connection: AsyncConnection) -> Summary:
         for low in range(9)
     ]
     bins.append(func.coalesce(func.sum(case((relevance >= 0.9, 1), else_=0)), 0))
-    histogram = [int(n) for n in (await connection.execute(select(*bins))).one()]
+    histogram = [
+        int(n) for n in (await connection.execute(select(*bins).where(scope.condition()))).one()
+    ]
     return Summary(sum(by_category.values()), by_category, histogram)
 
 
@@ -195,6 +427,23 @@ def entries_by_seq(reader: Reader, seqs: Sequence[int]) -> list[MemoryEntry]:
     return [found[seq] for seq in seqs]
 
 
+def remove_seqs(connection: AsyncConnection, seqs: Sequence[int]) -> Awaitable[int]:
+    """Remove the entries at these seqs (at most ``_IDS_PER_STATEMENT``), logged."""
+    return remove(connection, entries.c.seq.in_(list(seqs)))
+
+
+def forget_condition(rule: Any, scope: ScopeIds) -> ColumnElement[bool]:
+    """The entries of the view that ``rule`` (a ``lifecycle.ForgetRule``) forgets."""
+    conditions = [scope.condition()]
+    if rule.created_before is not None:
+        conditions.append(entries.c.created_at_us < microseconds(rule.created_before))
+    if rule.category is not None:
+        conditions.append(entries.c.category == str(rule.category))
+    if rule.below is not None:
+        conditions.append(entries.c.relevance < rule.below)
+    return and_(*conditions)
+
+
 async def _load(
     connection: AsyncConnection, seqs: Sequence[int], rows: Sequence[Any]
 ) -> dict[int, MemoryEntry]:
@@ -213,7 +462,18 @@ async def _load(
 
 def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
     """An entry from its ``_ENTRY_NAMES`` values, in that order, as Python values."""
-    _, entry_id, category, memory, relevance, created_us, access_count, validated = fields
+    (
+        _,
+        entry_id,
+        category,
+        memory,
+        relevance,
+        created_us,
+        access_count,
+        validated,
+        accessed_us,
+        decayed_us,
+    ) = fields[: len(_ENTRY_NAMES)]
     return MemoryEntry(
         category=MemoryCategory(category),
         memory=memory,
@@ -223,6 +483,8 @@ def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
         created_at=EPOCH + created_us * MICROSECOND,
         access_count=access_count,
         validated=bool(validated),
+        last_accessed=moment(accessed_us),
+        last_decayed=moment(decayed_us),
     )
 
 

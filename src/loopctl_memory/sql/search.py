@@ -28,24 +28,118 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import ParsedQuery
+from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking_state import RankingState
-from loopctl_memory.sql.segments import distinct
+from loopctl_memory.sql.segments import Ints, distinct
 
 _OVERLAP_WEIGHT = np.float32(0.4)
 _TAG_BONUS = np.float32(0.3)
 _BASELINE = np.float32(0.1)
 
 Scores = npt.NDArray[np.float32]
+# A scope holding less than this share of the store is scored on its own entries only.
+_SMALL_SCOPE = 4
+# Substring tests (entries times distinct words) worth making on a small scope's texts.
+_TEXT_BUDGET = 2_000_000
 
 
-def top_seqs(state: RankingState, query: ParsedQuery, limit: int) -> list[int]:
-    """The seqs of the best ``limit`` entries, best first, exactly as the reference ranks them."""
+def top_seqs(
+    state: RankingState,
+    query: ParsedQuery,
+    limit: int,
+    scope: Scope | None = None,
+    reader: Reader | None = None,
+) -> list[int]:
+    """The seqs of the best ``limit`` entries, best first, exactly as the reference ranks them.
+
+    Only the entries of ``scope`` (default: every scope) compete. A small scope
+    costs its own entries: their texts (kept by the state, read with ``reader``
+    the first time) or the postings of the query's words, never a pass over
+    every entry.
+    """
     size = state.top + 1
-    if limit == 0 or size <= 1:
+    wanted = state.scope_ids(scope or Scope(descendants=True))
+    if limit == 0 or size <= 1 or (wanted is not None and not len(wanted)):
         return []
-    scores = _scores(state, query, size)
-    return _best(scores, limit)
+    if wanted is None:
+        return _best(_scores(state, query, size), limit)
+    scope_of = state.scope_of[:size]
+    in_scope = scope_of == wanted[0] if len(wanted) == 1 else np.isin(scope_of, wanted)
+    universe = np.flatnonzero(in_scope)
+    small = len(universe) <= state.tuning.small_scope
+    if reader is not None and small and len(universe) * len(query.words) <= _TEXT_BUDGET:
+        scores = _scores_of_texts(state, query, universe, state.texts(reader, universe))
+    elif len(universe) * _SMALL_SCOPE < size:
+        scores = _scores_within(state, query, universe)
+    else:
+        scores = _scores(state, query, size)
+        scores[~in_scope] = -np.inf
+        return _best(scores, limit)
+    return [int(universe[n]) for n in _best(scores, limit)] if len(universe) else []
+
+
+def _scores_within(state: RankingState, query: ParsedQuery, universe: Ints) -> Scores:
+    """The scores of the entries at ``universe`` (ascending seqs), in that order."""
+    half = state.half[universe]
+    if query.words:
+        counts = np.zeros(len(universe), _count_type(query.word_count))
+        for word, weight in zip(query.words, query.weights, strict=True):
+            found, _ = state.word_entries(word)
+            seqs: npt.NDArray[Any] = found
+            if found.dtype == np.bool_:
+                held = universe[universe < len(found)]
+                counts[np.flatnonzero(found[held])] += counts.dtype.type(weight)
+                seqs = np.empty(0, np.int64)
+            tail = state.word_tail(word)
+            if tail:
+                seqs = np.concatenate((seqs, np.array(tail, seqs.dtype)))
+            counts[_positions(universe, seqs)] += counts.dtype.type(weight)
+        scores = half + _overlap_terms(query.word_count)[counts]
+    else:
+        scores = half.copy()
+    tagged = _positions(universe, state.tagged(query.text))
+    scores[tagged] = scores[tagged] + _TAG_BONUS
+    scores += _BASELINE
+    if len(state.rewritten):
+        _rescore_rewritten(state, query, scores, universe)
+    return scores
+
+
+def _scores_of_texts(
+    state: RankingState,
+    query: ParsedQuery,
+    universe: Ints,
+    texts: list[tuple[str, tuple[str, ...]]],
+) -> Scores:
+    """The scores of the entries at ``universe``, from their current lowercase texts."""
+    half = state.half[universe]
+    if query.words:
+        counts = np.zeros(len(universe), np.int64)
+        memories = [memory for memory, _ in texts]
+        for word, weight in zip(query.words, query.weights, strict=True):
+            counts[[n for n, memory in enumerate(memories) if word in memory]] += weight
+        scores = half + _overlap_terms(query.word_count)[counts]
+    else:
+        scores = half.copy()
+    text = query.text
+    tagged = [n for n, (_, tags) in enumerate(texts) if any(text in tag for tag in tags)]
+    scores[tagged] = scores[tagged] + _TAG_BONUS
+    scores += _BASELINE
+    return scores
+
+
+def _positions(universe: Ints, seqs: npt.NDArray[Any]) -> Ints:
+    """Where the distinct ``seqs`` that ``universe`` holds sit in it."""
+    if not len(seqs):
+        return np.empty(0, np.int64)
+    seqs = np.unique(seqs)
+    where = np.searchsorted(universe, seqs)
+    inside = where < len(universe)
+    where, seqs = where[inside], seqs[inside]
+    found: Ints = where[universe[where] == seqs]
+    return found
 
 
 def _scores(state: RankingState, query: ParsedQuery, size: int) -> Scores:
@@ -62,7 +156,41 @@ def _scores(state: RankingState, query: ParsedQuery, size: int) -> Scores:
     if len(tagged):
         scores[tagged] = scores[tagged] + _TAG_BONUS
     scores += _BASELINE
+    if len(state.rewritten):
+        _rescore_rewritten(state, query, scores, None)
     return scores
+
+
+def _rescore_rewritten(
+    state: RankingState, query: ParsedQuery, scores: Scores, universe: Ints | None
+) -> None:
+    """Score again, from their current words, the entries rewritten since they were indexed.
+
+    ``scores`` are by seq, or (with ``universe``) those of the seqs ``universe`` holds.
+    """
+    rewritten = state.rewritten
+    seqs = np.array(rewritten.seqs(), np.int64)
+    if universe is None:
+        seqs = seqs[seqs < len(scores)]
+        places = seqs
+    else:
+        places = _positions(universe, seqs)
+        seqs = universe[places]
+    if not len(seqs):
+        return
+    half = state.half[seqs]
+    if query.words:
+        counts = np.zeros(len(seqs), np.int64)
+        for word, weight in zip(query.words, query.weights, strict=True):
+            found = _positions(seqs, np.array(rewritten.word_seqs(word), np.int64))
+            counts[found] += weight
+        part = half + _overlap_terms(query.word_count)[counts]
+    else:
+        part = half.copy()
+    where = _positions(seqs, np.array(rewritten.tag_seqs(query.text), np.int64))
+    part[where] = part[where] + _TAG_BONUS
+    part += _BASELINE
+    scores[places] = part
 
 
 def _overlap_terms(word_count: int) -> Scores:

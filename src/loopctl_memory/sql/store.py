@@ -10,22 +10,28 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from loopctl_memory import migrate
+from loopctl_memory import lifecycle, migrate
+from loopctl_memory import scopes as scope_names
 from loopctl_memory.entry import (
     ConsolidationStats,
+    MemoryCategory,
     MemoryEntry,
     check_entry,
     validate_id,
     validate_query,
 )
 from loopctl_memory.errors import InvalidEntryError, StorageError
-from loopctl_memory.flat import FlatBatch, flatten
+from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, flatten
+from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import index, repository, search
 from loopctl_memory.sql.backend import Reader
@@ -38,10 +44,36 @@ from loopctl_memory.sql.engine import (
     resolve_target,
 )
 from loopctl_memory.sql.ranking_state import RankingState
-from loopctl_memory.sql.repository import Summary
+from loopctl_memory.sql.repository import ScopeIds, Summary
 from loopctl_memory.sql.tuning import Tuning
 
 T = TypeVar("T")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class _Shared:
+    """What a store and every view of it share: the engine, the copy for retrieval, options."""
+
+    engine: AsyncEngine
+    target: Target
+    tuning: Tuning
+    track_access: bool
+    consolidation: ConsolidationConfig
+    clock: Callable[[], datetime]
+    # :memory: is a single connection and so a single transaction: serialise.
+    serial: AbstractAsyncContextManager[Any]
+    ranking: RankingState
+    # One retrieval at a time uses the copy, and opens its transaction only once it
+    # holds the lock: the copy then only ever moves forward in time.
+    ranking_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    watermark_seen: int = 0  # when single stores should check the tail's length
+    closed: bool = False
+    # A scope name keeps its id for ever, so a view asks for it once.
+    scope_ids: dict[str, int] = field(default_factory=lambda: {"": 0})
 
 
 class SqlMemoryStore:
@@ -54,21 +86,75 @@ class SqlMemoryStore:
     one connection, so its operations run one at a time.
     """
 
-    def __init__(self, engine: AsyncEngine, target: Target, tuning: Tuning | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        target: Target,
+        tuning: Tuning | None = None,
+        *,
+        track_access: bool = False,
+        consolidation: ConsolidationConfig | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        tuning = tuning or Tuning()
+        if consolidation is not None and not isinstance(consolidation, ConsolidationConfig):
+            raise InvalidEntryError(
+                f"consolidation must be a ConsolidationConfig, not {type(consolidation).__name__}"
+            )
+        self._shared = _Shared(
+            engine=engine,
+            target=target,
+            tuning=tuning,
+            track_access=bool(track_access),
+            consolidation=consolidation or ConsolidationConfig(),
+            clock=clock or _utc_now,
+            serial=asyncio.Lock() if target.is_memory else contextlib.nullcontext(),
+            ranking=RankingState(tuning),  # this process's copy for retrieval
+        )
+        self._scope = Scope()
+        self._root: SqlMemoryStore | None = None  # a view keeps its store alive
         self._engine = engine
         self._target = target
         self._backend = target.backend
-        self._tuning = tuning or Tuning()
-        # :memory: is a single connection and so a single transaction: serialise.
-        self._serial: AbstractAsyncContextManager[Any] = (
-            asyncio.Lock() if target.is_memory else contextlib.nullcontext()
-        )
-        self._closed = False
-        self._ranking = RankingState(self._tuning)  # this process's copy for retrieval
-        # One retrieval at a time uses the copy, and opens its transaction only once it
-        # holds the lock: the copy then only ever moves forward in time.
-        self._ranking_lock = asyncio.Lock()
-        self._watermark_seen = 0  # when single stores should check the tail's length
+        self._tuning = tuning
+
+    def scope(self, name: str, *, descendants: bool = False) -> SqlMemoryStore:
+        """A view of this store limited to scope ``name`` (relative to this view's scope).
+
+        The view has the whole store API and satisfies ``LoopMemory``. It writes
+        into scope ``name``; it reads that scope's entries, and with
+        ``descendants=True`` those of every scope below it too. It shares this
+        store's connections: close the store, not the view.
+
+        Raises:
+            InvalidEntryError: ``name`` is not a non-empty ``/``-separated path of
+                at most 255 characters without empty segments.
+
+        """
+        return self._view(self._scope.narrowed(name, descendants=descendants))
+
+    def with_descendants(self) -> SqlMemoryStore:
+        """A view of this store's scope and every scope below it (of the root: every entry).
+
+        It writes into this store's scope, as the store does.
+        """
+        return self._view(Scope(self._scope.name, descendants=True))
+
+    def _view(self, scope: Scope) -> SqlMemoryStore:
+        view = object.__new__(SqlMemoryStore)
+        view._shared = self._shared
+        view._scope = scope
+        view._root = self._root or self
+        view._engine = self._engine
+        view._target = self._target
+        view._backend = self._backend
+        view._tuning = self._tuning
+        return view
+
+    @property
+    def scope_name(self) -> str:
+        """The scope this store writes into (``""``: the root)."""
+        return self._scope.name
 
     @classmethod
     async def open(
@@ -84,6 +170,9 @@ class SqlMemoryStore:
         statement_timeout: float | None = PoolOptions.statement_timeout,
         connect_timeout: float = PoolOptions.connect_timeout,
         tuning: Tuning | None = None,
+        track_access: bool = False,
+        consolidation: ConsolidationConfig | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> SqlMemoryStore:
         """Connect to ``target`` and check (or bring) its schema to the current revision.
 
@@ -100,7 +189,18 @@ class SqlMemoryStore:
                 pool_size, max_overflow, pool_timeout, statement_timeout, connect_timeout
             )
             engine = create_engine(resolved, busy_timeout=busy_timeout, echo=echo, pool=pool)
-        store = cls(engine, resolved, tuning)
+        try:
+            store = cls(
+                engine,
+                resolved,
+                tuning,
+                track_access=track_access,
+                consolidation=consolidation,
+                clock=clock,
+            )
+        except BaseException:
+            await engine.dispose()
+            raise
         try:
             with translate_errors(f"open {resolved.describe()}"):
                 async with engine.connect() as connection:
@@ -135,14 +235,17 @@ class SqlMemoryStore:
 
         """
         batch = flatten((check_entry(entry),))
-        backend = self._backend
-        if not backend.works_in_one_hop:
+        backend, shared = self._backend, self._shared
+        scope_id = shared.scope_ids.get(self._scope.name)
+        if not backend.works_in_one_hop or scope_id is None:
             await self.store_flat(batch)
             return
-        seq = await self._run_raw("store", lambda driver: backend.store_one(driver, batch))
-        if seq - self._watermark_seen >= self._tuning.tail_limit:
+        seq = await self._run_raw(
+            "store", lambda driver: backend.store_one(driver, batch, scope_id)
+        )
+        if seq - shared.watermark_seen >= self._tuning.tail_limit:
             limit = self._tuning.tail_limit
-            self._watermark_seen = await self._run(
+            shared.watermark_seen = await self._run(
                 "index", lambda c: c.run_sync(index.shorten_tail, limit), write=True
             )
 
@@ -164,10 +267,17 @@ class SqlMemoryStore:
         """
         if not len(batch):
             return
-        tuning = self._tuning
-        self._watermark_seen = await self._run(
-            "store", lambda c: repository.insert_entries(c, batch, tuning), write=True
-        )
+        tuning, base, shared = self._tuning, self._scope.name, self._shared
+
+        async def work(connection: AsyncConnection) -> int:
+            mark = await repository.insert_entries(connection, batch, tuning, base)
+            if base not in shared.scope_ids:
+                (shared.scope_ids[base],) = (
+                    await repository.ensure_scopes(connection, [base])
+                ).values()
+            return mark
+
+        shared.watermark_seen = await self._run("store", work, write=True)
 
     async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
         """Return up to ``limit`` entries exactly as the reference ranks them.
@@ -177,16 +287,23 @@ class SqlMemoryStore:
 
         """
         validate_query(query, limit)
+        seqs, found = await self._retrieve(query, limit)
+        if self._shared.track_access and found:
+            await self._stamp(query, seqs, found)
+        return found
+
+    async def _retrieve(self, query: str, limit: int) -> tuple[list[int], list[MemoryEntry]]:
         parsed = parse_query(query)
+        shared, backend, scope = self._shared, self._backend, self._scope
+        ranking = shared.ranking
 
-        ranking, backend = self._ranking, self._backend
-
-        def answer(reader: Reader) -> list[MemoryEntry]:
+        def answer(reader: Reader) -> tuple[list[int], list[MemoryEntry]]:
             ranking.refresh(reader)
-            return repository.entries_by_seq(reader, search.top_seqs(ranking, parsed, limit))
+            seqs = search.top_seqs(ranking, parsed, limit, scope, reader)
+            return seqs, repository.entries_by_seq(reader, seqs)
 
         memory = self._target.is_memory
-        async with self._ranking_lock:
+        async with shared.ranking_lock:
             if backend.works_in_one_hop:  # one hop to the driver's thread: see store()
                 return await self._run_raw(
                     "retrieve", lambda driver: backend.read_directly(driver, answer, memory=memory)
@@ -199,20 +316,69 @@ class SqlMemoryStore:
                 write=False,
             )
 
-    async def consolidate(self) -> ConsolidationStats:
-        """Delete every entry whose relevance, as binary32, is below 0.05, in one transaction."""
-
-        async def work(connection: AsyncConnection) -> tuple[int, int]:
-            return await repository.count(connection), await repository.prune(connection)
-
-        before, pruned = await self._run("consolidate", work, write=True)
-        return ConsolidationStats(
-            entries_before=before, entries_after=before - pruned, pruned=pruned
+    async def _stamp(self, query: str, seqs: list[int], found: list[MemoryEntry]) -> None:
+        """Record an access of each returned entry the query matched, in a short write."""
+        matched = lifecycle.access_matches(query, found)
+        stamped = [seq for seq, hit in zip(seqs, matched, strict=True) if hit]
+        if not stamped:
+            return
+        now = self._shared.clock()
+        now_us = (now - EPOCH) // MICROSECOND
+        await self._run(
+            "record access", lambda c: repository.stamp_access(c, stamped, now_us), write=True
         )
+        for entry, hit in zip(found, matched, strict=True):
+            if hit:
+                entry.access_count = min(entry.access_count + 1, 2**63 - 1)
+                if entry.last_accessed is None or entry.last_accessed < now:
+                    entry.last_accessed = now
+
+    async def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
+        """Run a consolidation pass over the view's entries, in one transaction.
+
+        ``config`` (default: the store's, set by ``open_store(consolidation=...)``,
+        itself by default ``ConsolidationConfig()``, the 0.1.0 rule: delete every
+        entry whose relevance, as binary32, is below 0.05).
+        ``ConsolidationConfig.full()`` also decays, merges near-duplicates and
+        prunes on quality (see :mod:`loopctl_memory.lifecycle`).
+        """
+        if config is None:
+            config = self._shared.consolidation
+        elif not isinstance(config, ConsolidationConfig):
+            raise InvalidEntryError(
+                f"config must be a ConsolidationConfig, not {type(config).__name__}"
+            )
+        config = config.normalized()
+        scope = self._scope
+        if config.is_reference:
+
+            async def prune(connection: AsyncConnection) -> tuple[int, int]:
+                ids = await repository.scope_ids(connection, scope)
+                before = await repository.count(connection, ids)
+                return before, await repository.prune(connection, ids)
+
+            before, pruned = await self._run("consolidate", prune, write=True)
+            return ConsolidationStats(
+                entries_before=before, entries_after=before - pruned, pruned=pruned
+            )
+        now = self._shared.clock()
+
+        async def full(connection: AsyncConnection) -> ConsolidationStats:
+            ids = await repository.scope_ids(connection, scope)
+            return await consolidation_pass(connection, ids, config, now)
+
+        return await self._run("consolidate", full, write=True)
 
     async def count(self) -> int:
-        """Return the number of stored entries."""
-        return await self._run("count", repository.count, write=False)
+        """Return the number of entries the store (or view) reads."""
+        scope = self._scope
+
+        async def work(connection: AsyncConnection) -> int:
+            if scope.everything:
+                return await repository.count(connection)
+            return await repository.count(connection, await repository.scope_ids(connection, scope))
+
+        return await self._run("count", work, write=False)
 
     async def is_empty(self) -> bool:
         """Return whether no entry is stored."""
@@ -221,36 +387,145 @@ class SqlMemoryStore:
     # --- beyond the contract ---
 
     async def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
-        """Return the entry with this id, or None."""
+        """Return the entry with this id, or None (also when it is in a scope not read here)."""
         entry_id = validate_id(entry_id)
-        return await self._run("get", lambda c: repository.get_entry(c, entry_id), write=False)
+        return await self._in_scope(
+            "get", lambda c, ids: repository.get_entry(c, entry_id, ids), write=False
+        )
 
     async def delete(self, entry_id: uuid.UUID) -> bool:
-        """Delete the entry with this id; return whether it existed."""
+        """Delete the entry with this id; return whether it existed (in a scope read here)."""
         entry_id = validate_id(entry_id)
-        return await self._run("delete", lambda c: repository.delete_entry(c, entry_id), write=True)
+        return await self._in_scope(
+            "delete", lambda c, ids: repository.delete_entry(c, entry_id, ids), write=True
+        )
+
+    async def update(
+        self,
+        entry_id: uuid.UUID,
+        *,
+        memory: str | lifecycle.Unset = lifecycle.UNSET,
+        category: MemoryCategory | str | lifecycle.Unset = lifecycle.UNSET,
+        tags: list[str] | lifecycle.Unset = lifecycle.UNSET,
+        relevance: float | lifecycle.Unset = lifecycle.UNSET,
+        validated: bool | lifecycle.Unset = lifecycle.UNSET,
+    ) -> MemoryEntry | None:
+        """Change the fields given of the entry with this id; return it updated, or None.
+
+        The entry keeps its id, ``created_at``, access stamps and place in
+        insertion order (ties in retrieval break as before). One transaction;
+        the next retrieval finds it by its new words only.
+
+        Raises:
+            InvalidEntryError: a new value is not valid (nothing changes).
+
+        """
+        entry_id = validate_id(entry_id)
+
+        def changed(entry: MemoryEntry) -> MemoryEntry:
+            return lifecycle.apply_update(
+                entry,
+                memory=memory,
+                category=category,
+                tags=tags,
+                relevance=relevance,
+                validated=validated,
+            )
+
+        async def work(connection: AsyncConnection, ids: ScopeIds) -> MemoryEntry | None:
+            found = await repository.seq_of(connection, entry_id, ids)
+            if found is None:
+                return None
+            seq, before = found
+            after = changed(before)
+            ranked = (before.memory, before.tags, before.relevance) != (
+                after.memory,
+                after.tags,
+                after.relevance,
+            )
+            await repository.rewrite(
+                connection,
+                [(seq, after)],
+                log=[seq] if ranked else [],
+                tags_of=[seq] if before.tags != after.tags else [],
+            )
+            return after
+
+        changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid input: an error before any I/O
+        return await self._in_scope("update", work, write=True)
+
+    async def forget(
+        self,
+        *,
+        older_than: datetime | timedelta | None = None,
+        category: MemoryCategory | str | None = None,
+        below: float | None = None,
+        everything: bool = False,
+    ) -> int:
+        """Delete, in one transaction, the entries that meet every condition given.
+
+        ``older_than``: created before this time (or this long before now);
+        ``category``: of this category; ``below``: relevance below this.
+        Return how many were deleted.
+
+        Raises:
+            InvalidEntryError: no condition is given and ``everything`` is not
+                True (emptying a store is said explicitly), or a condition is
+                not valid.
+
+        """
+        rule = lifecycle.forget_rule(
+            older_than=older_than,
+            category=category,
+            below=below,
+            everything=everything,
+            now=self._shared.clock(),
+        )
+
+        async def work(connection: AsyncConnection, ids: ScopeIds) -> int:
+            return await repository.remove(connection, repository.forget_condition(rule, ids))
+
+        return await self._in_scope("forget", work, write=True)
+
+    async def scopes(self) -> list[tuple[str, int]]:
+        """(name, number of entries) of this scope and every scope below it, sorted by name.
+
+        Names are full paths (``""`` is the root); scopes without entries are left out.
+        """
+        scope = self._scope
+        return await self._run(
+            "list scopes", lambda c: repository.scope_counts(c, scope), write=False
+        )
 
     async def iter_entries(self, batch_size: int = 1_000) -> AsyncIterator[MemoryEntry]:
-        """Yield every entry in insertion order, reading ``batch_size`` at a time.
+        """Yield every entry the view reads in insertion order, ``batch_size`` at a time.
 
         Each batch is its own short read transaction, so the store stays usable
         while you iterate; an entry stored meanwhile may or may not be included.
         """
+        async for _, entry in self.iter_scoped_entries(batch_size):
+            yield entry
+
+    async def iter_scoped_entries(
+        self, batch_size: int = 1_000
+    ) -> AsyncIterator[tuple[str, MemoryEntry]]:
+        """Like :meth:`iter_entries`, each entry with its scope relative to this view's."""
         if batch_size < 1:
             raise InvalidEntryError(f"batch_size must be >= 1, got {batch_size}")
         after = 0
+        base = self._scope.name
         while True:
             read_page = functools.partial(repository.page, after_seq=after, size=batch_size)
-            batch = await self._run("export", read_page, write=False)
-            for _, entry in batch:
-                yield entry
+            batch = await self._in_scope("export", read_page, write=False)
+            for _, entry, name in batch:
+                yield scope_names.relative(base, name), entry
             if len(batch) < batch_size:
                 return
             after = batch[-1][0]
 
     async def summary(self) -> Summary:
-        """Count the entries: in all, by category, and in ten relevance bins."""
-        return await self._run("summary", repository.summarise, write=False)
+        """Count the view's entries: in all, by category, and in ten relevance bins."""
+        return await self._in_scope("summary", repository.summarise, write=False)
 
     async def storage_bytes(self) -> int:
         """Bytes the store's tables and indexes take (a SQLite file's write-ahead log excluded)."""
@@ -259,16 +534,16 @@ class SqlMemoryStore:
     async def schema_revision(self) -> str | None:
         """The alembic revision the database is at."""
         self._check_open()
-        async with self._serial:
+        async with self._shared.serial:
             with translate_errors("read the schema revision"):
                 async with self._engine.connect() as connection:
                     return await connection.run_sync(migrate.current)
 
     async def close(self) -> None:
-        """Release every connection. Idempotent."""
-        if self._closed:
+        """Release every connection (of the store and all its views). Idempotent."""
+        if self._shared.closed:
             return
-        self._closed = True
+        self._shared.closed = True
         with translate_errors("close"):
             await self._engine.dispose()
 
@@ -284,7 +559,8 @@ class SqlMemoryStore:
         await self.close()
 
     def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
+        shared = getattr(self, "_shared", None)
+        if shared is not None and not shared.closed and self._root is None:
             warnings.warn(
                 f"SqlMemoryStore({self.target}) was never closed; use `async with open_store(...)`"
                 " or `await store.close()`",
@@ -293,14 +569,34 @@ class SqlMemoryStore:
             )
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<SqlMemoryStore {self.target} ({state})>"
+        state = "closed" if self._shared.closed else "open"
+        scope = ""
+        if self._root is not None:
+            scope = f" scope {self._scope.name!r}" + (
+                " and below" if self._scope.descendants else ""
+            )
+        return f"<SqlMemoryStore {self.target}{scope} ({state})>"
 
     # --- the unit of work ---
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._shared.closed:
             raise StorageError(f"the store at {self.target} is closed")
+
+    async def _in_scope(
+        self,
+        action: str,
+        work: Callable[[AsyncConnection, ScopeIds], Awaitable[T]],
+        *,
+        write: bool,
+    ) -> T:
+        """Like :meth:`_run`, ``work`` given the ids of the scopes this view reads."""
+        scope = self._scope
+
+        async def scoped(connection: AsyncConnection) -> T:
+            return await work(connection, await repository.scope_ids(connection, scope))
+
+        return await self._run(action, scoped, write=write)
 
     async def _run(
         self,
@@ -319,7 +615,7 @@ class SqlMemoryStore:
         """
         self._check_open()
         abort = asyncio.Event()
-        async with self._serial:
+        async with self._shared.serial:
             unit = asyncio.ensure_future(self._unit_of_work(action, work, write, abort))
             return await _await_uncancellable(unit, abort)
 
@@ -332,7 +628,7 @@ class SqlMemoryStore:
         (it is too short to stop half way).
         """
         self._check_open()
-        async with self._serial:
+        async with self._shared.serial:
             unit = asyncio.ensure_future(self._raw_unit_of_work(action, work))
             return await _await_uncancellable(unit, asyncio.Event())
 
@@ -378,6 +674,41 @@ async def _await_uncancellable(unit: asyncio.Future[T], abort: asyncio.Event) ->
         unit.exception()  # retrieved, so asyncio does not log it as never awaited
         raise asyncio.CancelledError
     return unit.result()
+
+
+async def consolidation_pass(
+    connection: AsyncConnection, ids: ScopeIds, config: ConsolidationConfig, now: datetime
+) -> ConsolidationStats:
+    """Decay, merge and prune the view's entries as ``config`` says, writing back what changed.
+
+    Each survivor is written at the seq of its cluster's first member (so it
+    keeps that place in insertion order); the others are removed. Other
+    processes learn of rewritten entries from the change log, or read every
+    entry again when a decay changed them all.
+    """
+    seqs, before = await repository.entries_with_seqs(connection, ids)
+    result = lifecycle.consolidate_entries(before, config, now)
+    kept = {seqs[slot] for slot in result.slots}
+    gone = [seq for seq in seqs if seq not in kept]
+    for start in range(0, len(gone), 10_000):
+        await repository.remove_seqs(connection, gone[start : start + 10_000])
+    rows: list[tuple[int, MemoryEntry]] = []
+    log: list[int] = []
+    retagged: list[int] = []
+    for slot, after in zip(result.slots, result.entries, strict=True):
+        seq, old = seqs[slot], before[slot]
+        if after == old:
+            continue
+        rows.append((seq, after))
+        if old.tags != after.tags:
+            retagged.append(seq)
+        text_changed = (old.memory, old.tags) != (after.memory, after.tags)
+        if text_changed or (not config.decay and old.relevance != after.relevance):
+            log.append(seq)
+    await repository.rewrite(connection, rows, log=log, tags_of=retagged)
+    if config.decay and rows:
+        await repository.raise_generation(connection)
+    return result.stats
 
 
 def migrate_schema(connection: Connection, *, upgrade: bool, create: bool | None = None) -> None:
@@ -457,6 +788,13 @@ def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> _
             (default 10).
         tuning (Tuning): the token index's and the search's thresholds
             (:class:`loopctl_memory.sql.tuning.Tuning`); they set speed, never answers.
+        track_access (bool): ``retrieve`` records an access of each returned
+            entry that matched a query word or tag (``access_count`` + 1,
+            ``last_accessed``), in a short write after the read (default False).
+        consolidation (ConsolidationConfig): what ``consolidate()`` does by
+            default (default ``ConsolidationConfig()``, loopctl 0.1.0's rule).
+        clock (Callable[[], datetime]): the time now, for access stamps, decay
+            and ``forget(older_than=timedelta)`` (default: the system clock, UTC).
 
     Example:
         >>> async def main() -> None:

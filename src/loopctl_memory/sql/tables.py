@@ -50,11 +50,24 @@ entries = Table(
     Column("created_at_us", BigInteger(), nullable=False, comment="microseconds since epoch, UTC"),
     Column("access_count", BigInteger(), nullable=False),
     Column("validated", Boolean(), nullable=False),
+    Column("last_accessed_us", BigInteger(), nullable=True, comment="microseconds, UTC"),
+    Column("last_decayed_us", BigInteger(), nullable=True, comment="microseconds, UTC"),
+    Column("scope_id", BigInteger(), nullable=False, server_default="0", comment="scopes.id"),
     CheckConstraint(_CATEGORY_CHECK, name="category"),
     CheckConstraint("relevance >= 0 AND relevance <= 1", name="relevance"),
 )
 # Retrieval walks entries best relevance first, ties in insertion order.
 Index("ix_entries_relevance_seq", entries.c.relevance.desc(), entries.c.seq)
+# A scope's entries in insertion order, without reading the others.
+Index("ix_entries_scope_id_seq", entries.c.scope_id, entries.c.seq)
+
+scopes = Table(
+    "scopes",
+    metadata,
+    Column("id", _Seq, primary_key=True, autoincrement=True),
+    Column("name", Utf8Text(), nullable=False, unique=True, comment="'' is the root scope, id 0"),
+)
+"""The scope names an entry's ``scope_id`` stands for; a name, once given an id, keeps it."""
 
 tags = Table(
     "tags",
@@ -82,6 +95,9 @@ ENTRY_FIELDS = (
     "created_at_us",
     "access_count",
     "validated",
+    "last_accessed_us",
+    "last_decayed_us",
+    "scope_id",
 )
 """The entries columns, in the order of a backend's entry rows (see ``flat.FlatEntry``)."""
 
@@ -111,6 +127,13 @@ index_state = Table(
         nullable=False,
         server_default="0",
         comment="the highest seq ever removed: seqs are never given out twice",
+    ),
+    Column(
+        "generation",
+        BigInteger(),
+        nullable=False,
+        server_default="0",
+        comment="raised by a change to many entries at once: every copy is read again",
     ),
     CheckConstraint("id = 1", name="single_row"),
 )

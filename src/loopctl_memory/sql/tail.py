@@ -81,3 +81,49 @@ class TailIndex:
     def tag_seqs(self, text: str) -> list[int]:
         """Seqs of the tail entries with a lowercase tag containing ``text``."""
         return self._tags.seqs_containing(text)
+
+
+class RewrittenIndex:
+    """Entries rewritten since their postings were written, inverted from their current text.
+
+    Their postings (and a tail's) still hold their old words, so retrieval
+    scores them from here instead. Each rewrite adds the entry again under a
+    new number; the numbers of earlier versions are forgotten.
+    """
+
+    def __init__(self) -> None:
+        self._tokens = _Inverted()
+        self._tags = _Inverted()
+        self._seq_of: list[int] = []  # by version number
+        self._current: dict[int, int] = {}  # seq -> its current version number
+
+    def __len__(self) -> int:
+        return len(self._current)
+
+    def rewrite(self, seq: int, memory_lower: str, tags_lower: Iterable[str]) -> None:
+        """Hold ``seq`` with this lowercase memory and tags from now on."""
+        number = len(self._seq_of)
+        self._seq_of.append(seq)
+        self._current[seq] = number
+        self._tokens.add((number, token) for token in tokens_of(memory_lower))
+        self._tags.add((number, tag) for tag in tags_lower)
+
+    def forget(self, seq: int) -> None:
+        """``seq`` was removed."""
+        self._current.pop(seq, None)
+
+    def seqs(self) -> list[int]:
+        """The seqs held, ascending."""
+        return sorted(self._current)
+
+    def word_seqs(self, word: str) -> list[int]:
+        """The seqs whose current memory contains ``word``, each once."""
+        return self._current_seqs(self._tokens.seqs_containing(word))
+
+    def tag_seqs(self, text: str) -> list[int]:
+        """The seqs with a current lowercase tag containing ``text``, each once."""
+        return self._current_seqs(self._tags.seqs_containing(text))
+
+    def _current_seqs(self, numbers: list[int]) -> list[int]:
+        seq_of, current = self._seq_of, self._current
+        return list({seq_of[n] for n in numbers if current.get(seq_of[n]) == n})

@@ -18,3 +18,6 @@ class Tuning:
     word_cache_bytes: int = 64 * 2**20
     """Memory for the entries of the words that took many postings to find, kept for later
     queries (a mask of one byte per entry for the commonest, else their seqs)."""
+    small_scope: int = 20_000
+    """A scope of at most this many entries is ranked from its entries' texts, kept in
+    memory once read, instead of from the postings of every entry (0: never)."""
