@@ -245,13 +245,13 @@ class RankingState:
         return [known[int(seq)] for seq in seqs]
 
     def scope_ids(self, scope: Scope) -> npt.NDArray[np.int64] | None:
-        """The ids of the scopes ``scope`` reads; None: every scope."""
+        """The ids of the scopes ``scope`` reads; None: every scope there is."""
         if scope.everything:
             return None
-        return np.array(
-            sorted(number for number, name in self._scope_names.items() if scope.holds(name)),
-            np.int64,
-        )
+        held = sorted(number for number, name in self._scope_names.items() if scope.holds(name))
+        if len(held) == len(self._scope_names):  # a store of one scope: nothing to leave out
+            return None
+        return np.array(held, np.int64)
 
     def _add_blocks(self, connection: Reader, mark: int) -> None:
         self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))
