@@ -9,7 +9,9 @@ reference does over the entries as they now are.
 
 from __future__ import annotations
 
+import asyncio
 import io
+import itertools
 import os
 import random
 import subprocess
@@ -218,3 +220,34 @@ async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
                 e async for e in writer.iter_entries()
             ]
             await _same_answers(reader, reference, rng)
+
+
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
+async def test_a_full_pass_never_undoes_a_write_made_while_it_was_worked_out(backend, tmp_path):
+    """The pass is worked out before its write transaction; a write landing in between wins."""
+    rng = random.Random(9)
+    target = await _target(backend, tmp_path)
+    hours = itertools.count()
+    keeper = MemoryEntry(
+        MemoryCategory.FACT,
+        "the keeper",
+        relevance=1.0,
+        validated=True,
+        created_at=NOW - timedelta(days=10),
+    )
+    async with (
+        open_store(target, clock=lambda: NOW + timedelta(hours=next(hours))) as passing,
+        open_store(target) as other,
+    ):
+        await passing.store_many([keeper, *(_aged(rng) for _ in range(300))])
+        for round_number in range(12):
+            marker = f"marker {round_number}"
+
+            async def write(text: str = marker) -> None:
+                await asyncio.sleep(0)
+                await other.update(keeper.id, memory=text)
+
+            await asyncio.gather(passing.consolidate(ConsolidationConfig.full()), write())
+            found = await other.get(keeper.id)
+            assert found is not None
+            assert marker == found.memory

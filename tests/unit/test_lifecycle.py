@@ -1,8 +1,10 @@
 """Consolidation, access tracking, update and forget: lifecycle.py and InMemoryStore.
 
-The first tests port loopctl's own tests of ``memory/consolidate.rs`` and of
-``InMemoryStore``'s access stamps (``memory/builtin.rs``); a property test then
-holds the indexed pass to the plain quadratic port in ``consolidate_port.py``.
+The first tests port loopctl's own tests of ``memory/consolidate.rs``; a
+property test then holds the indexed pass to the plain quadratic port in
+``consolidate_port.py``. The store-level tests (access stamps as
+``memory/builtin.rs`` tests them, update, forget, a configured consolidation)
+run on every backend in ``tests/contract/test_lifecycle_contract.py``.
 Every time is fixed: no test reads the wall clock.
 """
 
@@ -13,26 +15,22 @@ import math
 import random
 import struct
 import uuid
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopctl_memory import InMemoryStore, InvalidEntryError, MemoryCategory, MemoryEntry
-from loopctl_memory import lifecycle as lc
 from loopctl_memory.entry import ConsolidationStats, copy_entry
 from loopctl_memory.lifecycle import (
-    UNSET,
     Cluster,
     ConsolidationConfig,
     access_matches,
-    apply_update,
     category_decay_weight,
     cluster_duplicates,
     consolidate_entries,
     decay_relevance,
-    forget_rule,
     jaccard,
     merge_cluster,
     normalized_tokens,
@@ -593,210 +591,6 @@ def test_access_matches_words_or_a_trimmed_query_inside_a_tag():
     assert [False, False, False] == access_matches(" \t\u3000", entries)
     assert [True, False, False] == access_matches("nightly rust-lang", entries)  # not a word
     assert [] == access_matches("anything", [])
-
-
-async def test_baseline_only_retrievals_are_never_stamped():
-    store = InMemoryStore(track_access=True, clock=lambda: NOW)
-    await store.store(entry(MemoryCategory.INSIGHT, "deploy checklist nightly", relevance=0.4))
-    for index in range(4):
-        await store.store(
-            entry(MemoryCategory.FACT, f"unrelated fact number {index} about rust compilers")
-        )
-    hits = await store.retrieve("deploy checklist", 3)
-    assert 3 == len(hits)
-    assert any("deploy" in hit.memory for hit in hits)
-    for hit in hits:
-        stamped = "deploy" in hit.memory
-        assert (hit.access_count, hit.last_accessed) == ((1, NOW) if stamped else (0, None))
-    stored = await store.get(next(hit.id for hit in hits if "deploy" in hit.memory))
-    assert stored is not None
-    assert (1, NOW) == (stored.access_count, stored.last_accessed)
-
-
-async def test_an_empty_query_returns_the_baseline_without_stamping_tagged_entries():
-    store = InMemoryStore(track_access=True, clock=lambda: NOW)
-    for tag in ["rust", "release", "docs"]:
-        await store.store(entry(MemoryCategory.FACT, f"note about {tag}", tags=[tag]))
-    assert 2 == len(await store.retrieve("", 2))
-    assert 2 == len(await store.retrieve("   ", 2))
-    for stored in await store.retrieve("nothing matches this", 3):
-        assert (0, None) == (stored.access_count, stored.last_accessed)
-
-
-async def test_a_padded_query_keeps_the_tag_match():
-    store = InMemoryStore(track_access=True, clock=lambda: NOW)
-    await store.store(entry(MemoryCategory.FACT, "note about releases", tags=["Rust"]))
-    hits = await store.retrieve(" rust ", 3)
-    assert [(1, NOW)] == [(hit.access_count, hit.last_accessed) for hit in hits]
-
-
-async def test_access_never_rewinds_a_fresher_last_accessed_and_saturates():
-    later = NOW + timedelta(hours=24)
-    store = InMemoryStore(track_access=True, clock=lambda: NOW)
-    await store.store(
-        entry(MemoryCategory.FACT, "seeded", last_accessed=later, access_count=INT64_MAX)
-    )
-    hits = await store.retrieve("seeded", 3)
-    assert [(INT64_MAX, later)] == [(hit.access_count, hit.last_accessed) for hit in hits]
-
-
-async def test_access_is_counted_per_retrieval_and_only_when_tracked():
-    clock = iter([NOW, NOW + HOUR])
-    tracked = InMemoryStore(track_access=True, clock=lambda: next(clock))
-    untracked = InMemoryStore()
-    for store in (tracked, untracked):
-        await store.store(entry(MemoryCategory.FACT, "rust notes", id=uuid.UUID(int=1)))
-        await store.retrieve("rust", 1)
-        await store.retrieve("rust", 1)
-    assert (2, NOW + HOUR) == (
-        (await tracked.get(uuid.UUID(int=1))).access_count,  # type: ignore[union-attr]
-        (await tracked.get(uuid.UUID(int=1))).last_accessed,  # type: ignore[union-attr]
-    )
-    assert (0, None) == (
-        (await untracked.get(uuid.UUID(int=1))).access_count,  # type: ignore[union-attr]
-        (await untracked.get(uuid.UUID(int=1))).last_accessed,  # type: ignore[union-attr]
-    )
-
-
-async def test_store_consolidation_uses_its_config_or_the_one_given():
-    text = "run cargo check after multi-file edits"
-    entries = [
-        entry(MemoryCategory.STRATEGY, text, relevance=0.6, created_at=NOW - timedelta(days=1)),
-        entry(MemoryCategory.FACT, "low", relevance=0.01),
-        entry(MemoryCategory.STRATEGY, text, relevance=0.6),
-    ]
-    reference = InMemoryStore(entries, clock=lambda: NOW)
-    assert ConsolidationStats(3, 2, 1) == await reference.consolidate()
-    assert [entries[0], entries[2]] == await reference.retrieve("", 5)
-
-    full = InMemoryStore(entries, consolidation=ConsolidationConfig.full(), clock=lambda: NOW)
-    expected = consolidate_entries(entries, ConsolidationConfig.full(), NOW)
-    assert expected.stats == await full.consolidate()
-    assert 1 == await full.count()
-    assert expected.entries == await full.retrieve("", 5)
-
-    given = InMemoryStore(entries, clock=lambda: NOW)
-    assert expected.stats == await given.consolidate(ConsolidationConfig.full())
-    assert ConsolidationStats(1, 1, 0) == await given.consolidate()
-    with pytest.raises(InvalidEntryError):
-        await given.consolidate("full")  # type: ignore[arg-type]
-    with pytest.raises(InvalidEntryError):
-        InMemoryStore(consolidation="full")  # type: ignore[arg-type]
-    with pytest.raises(InvalidEntryError):
-        InMemoryStore(track_access=1)  # type: ignore[arg-type]
-    with pytest.raises(InvalidEntryError):
-        await InMemoryStore(entries, clock=lambda: NOW.replace(tzinfo=None)).consolidate(
-            ConsolidationConfig.full()
-        )
-
-
-async def test_update_replaces_the_given_fields_in_place():
-    first = entry(
-        MemoryCategory.FACT,
-        "old text",
-        tags=["a"],
-        relevance=0.5,
-        access_count=4,
-        last_accessed=NOW,
-        last_decayed=NOW,
-    )
-    second = entry(MemoryCategory.FACT, "second")
-    store = InMemoryStore([first, second])
-    updated = await store.update(first.id, memory="new text", category="insight", relevance=1)
-    assert (
-        dataclasses.replace(
-            first, memory="new text", category=MemoryCategory.INSIGHT, relevance=1.0
-        )
-        == updated
-    )
-    assert isinstance(updated.relevance, float)
-    assert [updated, second] == await store.retrieve("", 5)  # same place
-    assert updated == await store.update(first.id)  # nothing given, nothing changed
-    again = await store.update(first.id, tags=["b", "c"], validated=True)
-    assert (["b", "c"], True) == (again.tags, again.validated)  # type: ignore[union-attr]
-    assert None is await store.update(uuid.UUID(int=99), memory="x")
-    assert UNSET is lc.UNSET
-    assert "UNSET" == repr(UNSET)
-
-
-async def test_update_rejects_invalid_values_and_changes_nothing():
-    stored = entry(MemoryCategory.FACT, "text", tags=["a"], relevance=0.5)
-    store = InMemoryStore([stored])
-    for bad in (
-        {"memory": 3},
-        {"memory": "\ud800"},
-        {"category": "nonsense"},
-        {"tags": ("a",)},
-        {"tags": ["a", 1]},
-        {"relevance": 1.5},
-        {"relevance": math.nan},
-        {"relevance": True},
-        {"validated": 1},
-    ):
-        with pytest.raises(InvalidEntryError):
-            await store.update(stored.id, **bad)
-        with pytest.raises(InvalidEntryError):
-            await store.update(uuid.UUID(int=99), **bad)  # for an unknown id too
-    with pytest.raises(InvalidEntryError):
-        await store.update(str(stored.id), memory="x")  # type: ignore[arg-type]
-    assert [stored] == await store.retrieve("", 5)
-    kept = apply_update(stored, relevance=0.25)
-    assert (kept.id, kept.created_at, 0.5) == (stored.id, stored.created_at, stored.relevance)
-
-
-async def test_forget_deletes_what_meets_every_condition():
-    entries = [
-        entry(MemoryCategory.FACT, "old fact", relevance=0.2, created_at=NOW - timedelta(days=40)),
-        entry(MemoryCategory.FACT, "new fact", relevance=0.2, created_at=NOW),
-        entry(MemoryCategory.WORKING, "old work", relevance=0.9, created_at=NOW - timedelta(40)),
-        entry(MemoryCategory.WORKING, "new work", relevance=0.1, created_at=NOW - HOUR),
-    ]
-    store = InMemoryStore(entries, clock=lambda: NOW)
-    assert 0 == await store.forget(older_than=timedelta(days=30), below=0.1)
-    assert 1 == await store.forget(older_than=timedelta(days=30), category="fact")
-    assert 1 == await store.forget(category=MemoryCategory.WORKING, below=0.5)
-    assert [entries[2], entries[1]] == await store.retrieve("", 5)
-    assert 0 == await store.forget(older_than=timedelta.max)  # nothing is that old
-    assert 1 == await store.forget(older_than=NOW - timedelta(days=1), everything=True)
-    eastern = timezone(timedelta(hours=5))
-    assert 0 == await store.forget(older_than=NOW.astimezone(eastern))  # not before NOW itself
-    assert 1 == await store.forget(older_than=NOW.astimezone(eastern) + timedelta(seconds=1))
-    await store.store_many(entries)
-    assert 4 == await store.forget(everything=True)
-    assert await store.is_empty()
-
-
-async def test_forget_validates_its_arguments():
-    store = InMemoryStore([entry(MemoryCategory.FACT, "kept")], clock=lambda: NOW)
-    for bad in (
-        {},
-        {"everything": False},
-        {"everything": 1},
-        {"older_than": timedelta(seconds=-1)},
-        {"older_than": NOW.replace(tzinfo=None)},
-        {"older_than": 30},
-        {"older_than": "30d"},
-        {"category": "nonsense"},
-        {"category": 3},
-        {"below": math.nan},
-        {"below": math.inf},
-        {"below": "0.5"},
-        {"below": True},
-        {"below": 0.5, "everything": "yes"},
-    ):
-        with pytest.raises(InvalidEntryError):
-            await store.forget(**bad)
-    assert 1 == await store.count()
-    rule = forget_rule(None, None, 0.5, False, NOW)
-    assert (None, None, 0.5, False) == (
-        rule.created_before,
-        rule.category,
-        rule.below,
-        rule.is_everything,
-    )
-    assert forget_rule(None, None, None, True, NOW).is_everything
-    with pytest.raises(InvalidEntryError):
-        forget_rule(None, None, None, True, NOW.replace(tzinfo=None))
 
 
 async def test_iter_entries_yields_copies_in_insertion_order():

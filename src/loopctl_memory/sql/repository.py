@@ -324,6 +324,31 @@ async def rewrite(
         await connection.execute(insert(changes), [{"seq": seq} for seq in logged])
 
 
+async def scope_version(connection: AsyncConnection, scope: ScopeIds) -> tuple[int, ...]:
+    """What changes whenever an entry the view reads is stored, removed, rewritten or stamped.
+
+    (entries, highest seq, latest access stamp, last change logged for one of them.)
+    """
+    where = scope.condition()
+    counted = (
+        await connection.execute(
+            select(
+                func.count(),
+                func.coalesce(func.max(entries.c.seq), 0),
+                func.coalesce(func.max(entries.c.last_accessed_us), 0),
+            ).where(where)
+        )
+    ).one()
+    logged = (
+        await connection.execute(
+            select(func.coalesce(func.max(changes.c.id), 0))
+            .select_from(changes.join(entries, entries.c.seq == changes.c.seq))
+            .where(where)
+        )
+    ).scalar_one()
+    return (*(int(value) for value in counted), int(logged))
+
+
 async def stamp_access(connection: AsyncConnection, seqs: Sequence[int], now_us: int) -> None:
     """Count one more access of each entry at these seqs, last at ``now_us`` (never earlier)."""
     if not seqs:

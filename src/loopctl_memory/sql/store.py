@@ -101,11 +101,15 @@ class SqlMemoryStore:
             raise InvalidEntryError(
                 f"consolidation must be a ConsolidationConfig, not {type(consolidation).__name__}"
             )
+        if type(track_access) is not bool:
+            raise InvalidEntryError(
+                f"track_access must be a bool, not {type(track_access).__name__}"
+            )
         self._shared = _Shared(
             engine=engine,
             target=target,
             tuning=tuning,
-            track_access=bool(track_access),
+            track_access=track_access,
             consolidation=consolidation or ConsolidationConfig(),
             clock=clock or _utc_now,
             serial=asyncio.Lock() if target.is_memory else contextlib.nullcontext(),
@@ -322,7 +326,7 @@ class SqlMemoryStore:
         stamped = [seq for seq, hit in zip(seqs, matched, strict=True) if hit]
         if not stamped:
             return
-        now = self._shared.clock()
+        now = lifecycle.check_now(self._shared.clock())
         now_us = (now - EPOCH) // MICROSECOND
         await self._run(
             "record access", lambda c: repository.stamp_access(c, stamped, now_us), write=True
@@ -361,13 +365,31 @@ class SqlMemoryStore:
             return ConsolidationStats(
                 entries_before=before, entries_after=before - pruned, pruned=pruned
             )
-        now = self._shared.clock()
+        now = lifecycle.check_now(self._shared.clock())
 
-        async def full(connection: AsyncConnection) -> ConsolidationStats:
+        async def read(connection: AsyncConnection) -> _Read:
             ids = await repository.scope_ids(connection, scope)
-            return await consolidation_pass(connection, ids, config, now)
+            version = await repository.scope_version(connection, ids)
+            return _Read(ids, version, *await repository.entries_with_seqs(connection, ids))
 
-        return await self._run("consolidate", full, write=True)
+        # Worked out before the write transaction, so that other writers wait only
+        # for the pass to be written, unless the entries changed meanwhile.
+        planned = await self._run("consolidate", read, write=False)
+        result = await asyncio.to_thread(
+            lifecycle.consolidate_entries, planned.entries, config, now
+        )
+
+        async def write(connection: AsyncConnection) -> ConsolidationStats:
+            ids = await repository.scope_ids(connection, scope)
+            if ids == planned.ids and planned.version == await repository.scope_version(
+                connection, ids
+            ):
+                return await write_pass(connection, planned.seqs, planned.entries, result, config)
+            seqs, entries = await repository.entries_with_seqs(connection, ids)
+            again = lifecycle.consolidate_entries(entries, config, now)
+            return await write_pass(connection, seqs, entries, again, config)
+
+        return await self._run("consolidate", write, write=True)
 
     async def count(self) -> int:
         """Return the number of entries the store (or view) reads."""
@@ -438,17 +460,13 @@ class SqlMemoryStore:
                 return None
             seq, before = found
             after = changed(before)
-            ranked = (before.memory, before.tags, before.relevance) != (
-                after.memory,
-                after.tags,
-                after.relevance,
-            )
-            await repository.rewrite(
-                connection,
-                [(seq, after)],
-                log=[seq] if ranked else [],
-                tags_of=[seq] if before.tags != after.tags else [],
-            )
+            if after != before:  # logged: other processes, and a pass planned meanwhile, see it
+                await repository.rewrite(
+                    connection,
+                    [(seq, after)],
+                    log=[seq],
+                    tags_of=[seq] if before.tags != after.tags else [],
+                )
             return after
 
         changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid input: an error before any I/O
@@ -676,18 +694,30 @@ async def _await_uncancellable(unit: asyncio.Future[T], abort: asyncio.Event) ->
     return unit.result()
 
 
-async def consolidation_pass(
-    connection: AsyncConnection, ids: ScopeIds, config: ConsolidationConfig, now: datetime
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a consolidation pass works from: the view's entries, and how to tell they changed."""
+
+    ids: ScopeIds
+    version: tuple[int, ...]
+    seqs: list[int]
+    entries: list[MemoryEntry]
+
+
+async def write_pass(
+    connection: AsyncConnection,
+    seqs: list[int],
+    before: list[MemoryEntry],
+    result: lifecycle.ConsolidationResult,
+    config: ConsolidationConfig,
 ) -> ConsolidationStats:
-    """Decay, merge and prune the view's entries as ``config`` says, writing back what changed.
+    """Write what a pass over ``before`` (the entries at ``seqs``) made of them.
 
     Each survivor is written at the seq of its cluster's first member (so it
     keeps that place in insertion order); the others are removed. Other
     processes learn of rewritten entries from the change log, or read every
     entry again when a decay changed them all.
     """
-    seqs, before = await repository.entries_with_seqs(connection, ids)
-    result = lifecycle.consolidate_entries(before, config, now)
     kept = {seqs[slot] for slot in result.slots}
     gone = [seq for seq in seqs if seq not in kept]
     for start in range(0, len(gone), 10_000):
