@@ -168,7 +168,10 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
         raise InvalidEntryError(f"scope must be a string, not {_json_kind(scope)}")
     if scope:
         scopes.check_name(scope)
-    stamps = [_optional_time(data, name) for name in ("last_accessed", "last_decayed")]
+    stamps = [
+        None if data.get(name) is None else _time(data[name], name, or_null=True)
+        for name in ("last_accessed", "last_decayed")
+    ]
     raw_id = data["id"]
     if type(raw_id) is not str:
         raise InvalidEntryError(f"id must be a string, not {_json_kind(raw_id)}")
@@ -176,15 +179,7 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
         entry_id = uuid.UUID(raw_id)
     except ValueError:
         raise InvalidEntryError(f"id {raw_id!r} is not a UUID") from None
-    raw_time = data["created_at"]
-    if type(raw_time) is not str:
-        raise InvalidEntryError(f"created_at must be a string, not {_json_kind(raw_time)}")
-    try:
-        created_at = datetime.fromisoformat(raw_time)
-    except ValueError:
-        raise InvalidEntryError(f"created_at {raw_time!r} is not an ISO 8601 timestamp") from None
-    if created_at.tzinfo is None:
-        raise InvalidEntryError(f"created_at {raw_time!r} has no UTC offset (add +00:00)")
+    created_at = _time(data["created_at"], "created_at")
     entry = check_entry(
         MemoryEntry(
             data["category"],
@@ -209,12 +204,11 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
     return scope, entry
 
 
-def _optional_time(data: dict[str, Any], name: str) -> datetime | None:
-    raw = data.get(name)
-    if raw is None:
-        return None
+def _time(raw: object, name: str, *, or_null: bool = False) -> datetime:
+    """The timestamp ``raw`` (a line's field ``name``), with its UTC offset."""
     if type(raw) is not str:
-        raise InvalidEntryError(f"{name} must be a string or null, not {_json_kind(raw)}")
+        kind = "a string or null" if or_null else "a string"
+        raise InvalidEntryError(f"{name} must be {kind}, not {_json_kind(raw)}")
     try:
         moment = datetime.fromisoformat(raw)
     except ValueError:

@@ -189,13 +189,7 @@ class RankingState:
                 f"SELECT {columns} FROM entries WHERE seq IN ({marks})",  # noqa: S608
                 chunk,
             )
-            tags: dict[int, list[str]] = {}
-            for seq, tag in connection.all(
-                f"SELECT entry_seq, tag_lower FROM tags WHERE entry_seq IN ({marks})"  # noqa: S608
-                " ORDER BY entry_seq, position",
-                chunk,
-            ):
-                tags.setdefault(int(seq), []).append(decode(tag))
+            tags = _lowercase_tags(connection, chunk)
             present = set()
             for seq, relevance, scope_id, memory_lower in rows:
                 present.add(seq)
@@ -230,13 +224,7 @@ class RankingState:
         for start in range(0, len(missing), _ROWS_PER_LOOKUP):
             chunk = missing[start : start + _ROWS_PER_LOOKUP]
             marks = ", ".join("?" * len(chunk))
-            tags: dict[int, list[str]] = {}
-            for seq, tag in connection.all(
-                f"SELECT entry_seq, tag_lower FROM tags WHERE entry_seq IN ({marks})"  # noqa: S608
-                " ORDER BY entry_seq, position",
-                chunk,
-            ):
-                tags.setdefault(int(seq), []).append(decode(tag))
+            tags = _lowercase_tags(connection, chunk)
             for seq, memory_lower in connection.all(
                 f"SELECT seq, memory_lower FROM entries WHERE seq IN ({marks})",  # noqa: S608
                 chunk,
@@ -341,6 +329,20 @@ class RankingState:
         while self._kept_bytes > self.tuning.word_cache_bytes and self._kept:
             _, dropped = self._kept.popitem(last=False)
             self._kept_bytes -= dropped.nbytes
+
+
+def _lowercase_tags(connection: Reader, seqs: list[int]) -> dict[int, list[str]]:
+    """The lowercase tags of the entries at ``seqs`` (at most ``_ROWS_PER_LOOKUP``), in order."""
+    decode = connection.backend.decode
+    tags: dict[int, list[str]] = {}
+    marks = ", ".join("?" * len(seqs))
+    for seq, tag in connection.all(
+        f"SELECT entry_seq, tag_lower FROM tags WHERE entry_seq IN ({marks})"  # noqa: S608
+        " ORDER BY entry_seq, position",
+        seqs,
+    ):
+        tags.setdefault(int(seq), []).append(decode(tag))
+    return tags
 
 
 def _read_terms(connection: Reader, terms: Terms, tables: index.TermTables, after: int) -> int:

@@ -214,15 +214,8 @@ async def get_entry(
     connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = ScopeIds(0, None)
 ) -> MemoryEntry | None:
     """The view's entry with this id, or None."""
-    row = (
-        await connection.execute(
-            select(*_ENTRY_COLUMNS).where(entries.c.id == entry_id, scope.condition())
-        )
-    ).one_or_none()
-    if row is None:
-        return None
-    found = await _load(connection, [row.seq], rows=[row])
-    return found[row.seq]
+    found = await seq_of(connection, entry_id, scope)
+    return None if found is None else found[1]
 
 
 async def page(
