@@ -41,6 +41,8 @@ WRITERS_LOCK = 0x6C6F6F70_6D656D  # "loopmem": the PostgreSQL advisory lock writ
 
 EntryRow = tuple[Any, ...]
 T = TypeVar("T")
+Statement = tuple[str, Sequence[Any]]
+"""SQL with ``?`` placeholders, and its arguments."""
 
 _INSERT_ONE = (
     f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) VALUES ("  # noqa: S608 - our own names
@@ -131,9 +133,18 @@ class Backend:
         """A ``Uuid`` column's value as the driver returns it (raw SQL paths), as a UUID."""
         return stored if type(stored) is uuid.UUID else uuid.UUID(str(stored))
 
-    async def read_directly(self, driver: Any, work: Callable[[Reader], T], *, memory: bool) -> T:
+    async def read_directly(
+        self,
+        driver: Any,
+        work: Callable[[Reader], T],
+        *,
+        memory: bool,
+        then_write: Callable[[T], Statement | None] | None = None,
+    ) -> T:
         """Run ``work`` in one read transaction on the driver's connection, in one hop.
 
+        ``then_write``: given what ``work`` returned, a statement (``?``
+        placeholders) to run next in a write transaction of its own, or None.
         Only where :attr:`works_in_one_hop`.
         """
         raise NotImplementedError
@@ -264,17 +275,46 @@ class SqliteBackend(Backend):
         """32 hex digits, as SQLAlchemy's ``Uuid`` stores one on SQLite."""
         return uuid.UUID(hex=stored)
 
-    async def read_directly(self, driver: Any, work: Callable[[Reader], T], *, memory: bool) -> T:
-        """One hop to aiosqlite's thread for a whole read transaction (see :meth:`store_one`)."""
-        result: T = await driver._execute(self._read_blocking, driver._conn, work, memory)
+    async def read_directly(
+        self,
+        driver: Any,
+        work: Callable[[Reader], T],
+        *,
+        memory: bool,
+        then_write: Callable[[T], Statement | None] | None = None,
+    ) -> T:
+        """One hop to aiosqlite's thread for a whole read transaction (see :meth:`store_one`).
+
+        A write after it (an access stamp) goes in the same hop, in ``BEGIN IMMEDIATE``.
+        """
+        result: T = await driver._execute(
+            self._read_blocking, driver._conn, work, memory, then_write
+        )
         return result
 
-    def _read_blocking(self, connection: Any, work: Callable[[Reader], T], memory: bool) -> T:
+    def _read_blocking(
+        self,
+        connection: Any,
+        work: Callable[[Reader], T],
+        memory: bool,
+        then_write: Callable[[T], Statement | None] | None,
+    ) -> T:
         connection.execute("BEGIN")
         try:
-            return work(Reader(connection.cursor, self, memory=memory))
+            result = work(Reader(connection.cursor, self, memory=memory))
         finally:
             connection.execute("ROLLBACK")  # it wrote nothing: ending it either way is the same
+        written = then_write(result) if then_write is not None else None
+        if written is not None:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.execute(*written)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+        return result
 
     @contextmanager
     def migrating(self, connection: Connection) -> Iterator[None]:

@@ -34,7 +34,7 @@ from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, mom
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import PRUNE_THRESHOLD
 from loopctl_memory.sql import index
-from loopctl_memory.sql.backend import Reader, backend_of
+from loopctl_memory.sql.backend import Reader, Statement, backend_of
 from loopctl_memory.sql.tables import (
     ENTRY_FIELDS,
     INSERT_ENTRIES,
@@ -342,20 +342,27 @@ async def scope_version(connection: AsyncConnection, scope: ScopeIds) -> tuple[i
     return (*(int(value) for value in counted), int(logged))
 
 
-async def stamp_access(connection: AsyncConnection, seqs: Sequence[int], now_us: int) -> None:
-    """Count one more access of each entry at these seqs, last at ``now_us`` (never earlier)."""
-    if not seqs:
-        return
-    count = entries.c.access_count
-    stamp = entries.c.last_accessed_us
-    await connection.execute(
-        update(entries)
-        .where(entries.c.seq.in_(list(seqs)))
-        .values(
-            access_count=case((count < _ACCESS_COUNT_MAX, count + 1), else_=count),
-            last_accessed_us=case((stamp.is_(None), now_us), (stamp < now_us, now_us), else_=stamp),
-        )
-    )
+_ACCESS_STAMP = (
+    "UPDATE entries SET access_count = CASE WHEN access_count < ? THEN access_count + 1"
+    " ELSE access_count END, last_accessed_us = CASE WHEN last_accessed_us IS NULL"
+    " OR last_accessed_us < ? THEN ? ELSE last_accessed_us END WHERE seq IN ({})"
+)
+
+
+def access_stamp(seqs: Sequence[int], now_us: int) -> Statement:
+    """Count one more access of each entry at ``seqs``, last at ``now_us`` (never earlier).
+
+    The statement (``?`` placeholders) and its arguments, for the caller to run.
+    """
+    marks = ", ".join("?" * len(seqs))
+    statement = _ACCESS_STAMP.format(marks)
+    return statement, (_ACCESS_COUNT_MAX, now_us, now_us, *seqs)
+
+
+async def run_statement(connection: AsyncConnection, statement: Statement) -> None:
+    """Run a statement such as :func:`access_stamp` gives in the caller's transaction."""
+    text, arguments = statement
+    await connection.exec_driver_sql(backend_of(connection).sql(text), tuple(arguments))
 
 
 async def raise_generation(connection: AsyncConnection) -> None:

@@ -34,7 +34,7 @@ from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import index, repository, search
-from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.backend import Reader, Statement
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.engine import (
     DEFAULT_BUSY_TIMEOUT,
@@ -291,12 +291,6 @@ class SqlMemoryStore:
 
         """
         validate_query(query, limit)
-        seqs, found = await self._retrieve(query, limit)
-        if self._shared.track_access and found:
-            await self._stamp(query, seqs, found)
-        return found
-
-    async def _retrieve(self, query: str, limit: int) -> tuple[list[int], list[MemoryEntry]]:
         parsed = parse_query(query)
         shared, backend, scope = self._shared, self._backend, self._scope
         ranking = shared.ranking
@@ -306,36 +300,51 @@ class SqlMemoryStore:
             seqs = search.top_seqs(ranking, parsed, limit, scope, reader)
             return seqs, repository.entries_by_seq(reader, seqs)
 
+        def stamp(answered: tuple[list[int], list[MemoryEntry]]) -> Statement | None:
+            return self._access_stamp(query, *answered) if shared.track_access else None
+
         memory = self._target.is_memory
         async with shared.ranking_lock:
             if backend.works_in_one_hop:  # one hop to the driver's thread: see store()
-                return await self._run_raw(
-                    "retrieve", lambda driver: backend.read_directly(driver, answer, memory=memory)
+                _, found = await self._run_raw(
+                    "retrieve",
+                    lambda driver: backend.read_directly(
+                        driver, answer, memory=memory, then_write=stamp
+                    ),
                 )
-            return await self._run(
+                return found
+            seqs, found = await self._run(
                 "retrieve",
                 lambda connection: connection.run_sync(
                     lambda sync: answer(Reader.of(sync, memory=memory))
                 ),
                 write=False,
             )
+        written = stamp((seqs, found))
+        if written is not None:
+            await self._run(
+                "record access", lambda c: repository.run_statement(c, written), write=True
+            )
+        return found
 
-    async def _stamp(self, query: str, seqs: list[int], found: list[MemoryEntry]) -> None:
-        """Record an access of each returned entry the query matched, in a short write."""
+    def _access_stamp(
+        self, query: str, seqs: list[int], found: list[MemoryEntry]
+    ) -> Statement | None:
+        """The write recording an access of each returned entry the query matched, if any.
+
+        The returned entries are stamped as the write will leave them.
+        """
         matched = lifecycle.access_matches(query, found)
         stamped = [seq for seq, hit in zip(seqs, matched, strict=True) if hit]
         if not stamped:
-            return
+            return None
         now = lifecycle.check_now(self._shared.clock())
-        now_us = (now - EPOCH) // MICROSECOND
-        await self._run(
-            "record access", lambda c: repository.stamp_access(c, stamped, now_us), write=True
-        )
         for entry, hit in zip(found, matched, strict=True):
             if hit:
                 entry.access_count = min(entry.access_count + 1, 2**63 - 1)
                 if entry.last_accessed is None or entry.last_accessed < now:
                     entry.last_accessed = now
+        return repository.access_stamp(stamped, (now - EPOCH) // MICROSECOND)
 
     async def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
         """Run a consolidation pass over the view's entries, in one transaction.
