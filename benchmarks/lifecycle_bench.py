@@ -188,6 +188,18 @@ def section(rows: list[str], command: str) -> str:
             "| --- | --- | --- |",
             *rows,
             "",
+            "What bounds these figures:",
+            "",
+            "- A scope's retrieval finds its entries with one pass over a column of scope ids"
+            " (about 1 ms at 1M), then ranks them from their texts, kept in memory once read.",
+            "- `update` is one write transaction of five statements through SQLAlchemy;"
+            " `track_access` adds one `UPDATE` to the retrieval's own hop on SQLite.",
+            "- The full pass is bounded by the greedy clustering in Python (each entry against"
+            " the seeds that share its rarest tokens) and by writing every decayed row back;"
+            " it is worked out before its write transaction, which holds the lock only for the"
+            " writing. The next retrieval reads the whole copy again (a decay changes every"
+            " entry's relevance).",
+            "",
             END,
         ]
     )

@@ -84,6 +84,8 @@ async def scope_ids(connection: AsyncConnection, scope: Scope) -> ScopeIds:
     """The ids of ``scope``'s scopes as the database holds them now."""
     if scope.everything:
         return ScopeIds(0, None)
+    if not scope.name and not await _has_scopes(connection):
+        return ScopeIds(0, None)  # every entry is the root's: no condition to check
     if not scope.descendants:
         own = await _scope_id(connection, scope.name)
         return ScopeIds(own, () if own is None else (own,))
@@ -91,6 +93,12 @@ async def scope_ids(connection: AsyncConnection, scope: Scope) -> ScopeIds:
     held = tuple(sorted(int(row.id) for row in rows if scope.holds(row.name)))
     own = next((int(row.id) for row in rows if row.name == scope.name), None)
     return ScopeIds(own, held)
+
+
+async def _has_scopes(connection: AsyncConnection) -> bool:
+    """Whether any scope but the root was ever given an id."""
+    highest = (await connection.execute(select(func.max(scopes.c.id)))).scalar_one_or_none()
+    return bool(highest)
 
 
 async def _scope_id(connection: AsyncConnection, name: str) -> int | None:
