@@ -124,20 +124,15 @@ async def test_access_never_rewinds_a_fresher_last_accessed_and_saturates(make):
 
 async def test_access_is_counted_per_retrieval_and_only_when_tracked(make):
     clock = iter([NOW, NOW + HOUR])
-    tracked = await make(track_access=True, clock=lambda: next(clock))
-    untracked = await make()
-    for store in (tracked, untracked):
+    counted = []
+    for options in ({"track_access": True, "clock": lambda: next(clock)}, {}):
+        store = await make(**options)  # one after the other: PostgreSQL's stores take turns
         await store.store(entry(MemoryCategory.FACT, "rust notes", id=uuid.UUID(int=1)))
         await store.retrieve("rust", 1)
         await store.retrieve("rust", 1)
-    assert (2, NOW + HOUR) == (
-        (await tracked.get(uuid.UUID(int=1))).access_count,
-        (await tracked.get(uuid.UUID(int=1))).last_accessed,
-    )
-    assert (0, None) == (
-        (await untracked.get(uuid.UUID(int=1))).access_count,
-        (await untracked.get(uuid.UUID(int=1))).last_accessed,
-    )
+        found = await store.get(uuid.UUID(int=1))
+        counted.append((found.access_count, found.last_accessed))
+    assert [(2, NOW + HOUR), (0, None)] == counted
 
 
 async def test_store_consolidation_uses_its_config_or_the_one_given(make):
