@@ -192,7 +192,9 @@ async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
     reference = InMemoryStore(clock=lambda: NOW)
     async with (
         open_store(target, tuning=tuning, clock=lambda: NOW) as reading,
-        open_store(target, clock=lambda: NOW) as writing,
+        open_store(
+            target, tuning=Tuning(reindex_above=0 if seed % 2 else 1_000), clock=lambda: NOW
+        ) as writing,
     ):
         reader, writer = reading.scope("team/a"), writing.scope("team/a")
         elsewhere = writing.scope("team/b")

@@ -27,11 +27,12 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Table, func, select, update
+from sqlalchemy import Connection, Table, delete, func, select, update
 
 from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens, pack
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import (
+    changes,
     entries,
     index_state,
     tag_blocks,
@@ -101,6 +102,19 @@ def shorten_tail(connection: Connection, tail_limit: int) -> int:
         index_tail(connection, row_entries=tail_limit)
         return watermark(connection)
     return position.indexed_through
+
+
+def rebuild(connection: Connection, *, row_entries: int) -> None:
+    """Index every entry again from its current text and tags, and empty the change log.
+
+    For after many entries were rewritten at once: their postings held their
+    old words. Every process must then read its copy again (the caller raises
+    the generation); the log it would have read is gone.
+    """
+    for table in (token_blocks, tag_blocks, changes):
+        connection.execute(delete(table))
+    connection.execute(update(index_state).values(indexed_through=0))
+    index_tail(connection, row_entries=row_entries)
 
 
 def index_tail(

@@ -375,6 +375,7 @@ class SqlMemoryStore:
                 entries_before=before, entries_after=before - pruned, pruned=pruned
             )
         now = lifecycle.check_now(self._shared.clock())
+        tuning = self._tuning
 
         async def read(connection: AsyncConnection) -> _Read:
             ids = await repository.scope_ids(connection, scope)
@@ -393,10 +394,12 @@ class SqlMemoryStore:
             if ids == planned.ids and planned.version == await repository.scope_version(
                 connection, ids
             ):
-                return await write_pass(connection, planned.seqs, planned.entries, result, config)
+                return await write_pass(
+                    connection, planned.seqs, planned.entries, result, config, tuning=tuning
+                )
             seqs, entries = await repository.entries_with_seqs(connection, ids)
             again = lifecycle.consolidate_entries(entries, config, now)
-            return await write_pass(connection, seqs, entries, again, config)
+            return await write_pass(connection, seqs, entries, again, config, tuning=tuning)
 
         return await self._run("consolidate", write, write=True)
 
@@ -719,13 +722,16 @@ async def write_pass(
     before: list[MemoryEntry],
     result: lifecycle.ConsolidationResult,
     config: ConsolidationConfig,
+    *,
+    tuning: Tuning,
 ) -> ConsolidationStats:
     """Write what a pass over ``before`` (the entries at ``seqs``) made of them.
 
     Each survivor is written at the seq of its cluster's first member (so it
     keeps that place in insertion order); the others are removed. Other
-    processes learn of rewritten entries from the change log, or read every
-    entry again when a decay changed them all.
+    processes learn of rewritten entries from the change log (or, when many
+    were rewritten, the index is built again), and read every entry again when
+    a decay changed them all.
     """
     kept = {seqs[slot] for slot in result.slots}
     gone = [seq for seq in seqs if seq not in kept]
@@ -744,8 +750,11 @@ async def write_pass(
         text_changed = (old.memory, old.tags) != (after.memory, after.tags)
         if text_changed or (not config.decay and old.relevance != after.relevance):
             log.append(seq)
-    await repository.rewrite(connection, rows, log=log, tags_of=retagged)
-    if config.decay and rows:
+    reindex = len(log) > tuning.reindex_above
+    await repository.rewrite(connection, rows, log=[] if reindex else log, tags_of=retagged)
+    if reindex:
+        await connection.run_sync(index.rebuild, row_entries=tuning.tail_limit)
+    if reindex or (config.decay and rows):
         await repository.raise_generation(connection)
     return result.stats
 

@@ -21,3 +21,6 @@ class Tuning:
     small_scope: int = 20_000
     """A scope of at most this many entries is ranked from its entries' texts, kept in
     memory once read, instead of from the postings of every entry (0: never)."""
+    reindex_above: int = 1_000
+    """A consolidation pass that rewrites more entries than this builds the token index
+    again, instead of every process scoring them apart from their stale postings."""
