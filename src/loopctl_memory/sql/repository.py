@@ -8,7 +8,7 @@ candidates and ``loopctl_memory.scoring`` ranks them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,10 +62,8 @@ _ACCESS_COUNT_MAX = 2**63 - 1
 
 @dataclass(frozen=True, slots=True)
 class ScopeIds:
-    """A view's scopes as ids: the one it writes into, and those it reads."""
+    """The ids of the scopes a view reads."""
 
-    own: int | None
-    """The id of the scope written into; None while that scope has never held an entry."""
     read: tuple[int, ...] | None
     """The ids of the scopes read; None: every scope."""
 
@@ -83,16 +81,14 @@ class ScopeIds:
 async def scope_ids(connection: AsyncConnection, scope: Scope) -> ScopeIds:
     """The ids of ``scope``'s scopes as the database holds them now."""
     if scope.everything:
-        return ScopeIds(0, None)
+        return ScopeIds(None)
     if not scope.name and not await _has_scopes(connection):
-        return ScopeIds(0, None)  # every entry is the root's: no condition to check
+        return ScopeIds(None)  # every entry is the root's: no condition to check
     if not scope.descendants:
         own = await _scope_id(connection, scope.name)
-        return ScopeIds(own, () if own is None else (own,))
+        return ScopeIds(() if own is None else (own,))
     rows = (await connection.execute(select(scopes.c.id, scopes.c.name))).all()
-    held = tuple(sorted(int(row.id) for row in rows if scope.holds(row.name)))
-    own = next((int(row.id) for row in rows if row.name == scope.name), None)
-    return ScopeIds(own, held)
+    return ScopeIds(tuple(sorted(int(row.id) for row in rows if scope.holds(row.name))))
 
 
 async def _has_scopes(connection: AsyncConnection) -> bool:
@@ -143,11 +139,17 @@ async def scope_counts(connection: AsyncConnection, scope: Scope) -> list[tuple[
 
 
 async def insert_entries(
-    connection: AsyncConnection, batch: FlatBatch, tuning: Tuning, base: str = ""
-) -> int:
-    """Insert checked entries in order, index a long tail; return the watermark after.
+    connection: AsyncConnection,
+    batch: FlatBatch,
+    tuning: Tuning,
+    base: str = "",
+    known: Mapping[str, int] | None = None,
+) -> tuple[int, dict[str, int]]:
+    """Insert checked entries in order, index a long tail.
 
-    Each entry goes into its scope (relative to ``base``, the writing view's scope).
+    Each entry goes into its scope (relative to ``base``, the writing view's scope);
+    ``known``: ids of scope names already looked up. Returns the watermark after,
+    and the id of each scope name the batch went into.
 
     Raises:
         DuplicateEntryError: two entries of the batch share an id (a clash with a
@@ -159,7 +161,9 @@ async def insert_entries(
         raise DuplicateEntryError("the batch holds two entries with the same id")
     relative = {entry[10] for entry in batch.entries}
     absolute = {name: scope_names.join(base, name) for name in relative}
-    ids = await ensure_scopes(connection, absolute.values())
+    known = known or {}
+    ids = {name: known[name] for name in absolute.values() if name in known}
+    ids.update(await ensure_scopes(connection, set(absolute.values()) - ids.keys()))
     scope_ids_by_name = {name: ids[absolute[name]] for name in relative}
     position = await connection.run_sync(index.write_position)
     first_seq = position.next_seq
@@ -172,19 +176,19 @@ async def insert_entries(
             backend.sql(INSERT_TAGS), backend.tag_rows(batch, first_seq)
         )
     if position.tail_after(len(batch)) < tuning.tail_limit:
-        return position.indexed_through
+        return position.indexed_through, ids
     await connection.run_sync(index.index_tail, batch, first_seq, row_entries=tuning.tail_limit)
-    return first_seq + len(batch) - 1
+    return first_seq + len(batch) - 1, ids
 
 
 async def delete_entry(
-    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = ScopeIds(0, None)
+    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = ScopeIds(None)
 ) -> bool:
     """Delete one entry of the view (its tags cascade); return whether it existed."""
     return await remove(connection, and_(entries.c.id == entry_id, scope.condition())) > 0
 
 
-async def prune(connection: AsyncConnection, scope: ScopeIds = ScopeIds(0, None)) -> int:
+async def prune(connection: AsyncConnection, scope: ScopeIds = ScopeIds(None)) -> int:
     """Delete every entry of the view whose relevance, as binary32, is below 0.05."""
     return await remove(connection, and_(entries.c.relevance < PRUNE_THRESHOLD, scope.condition()))
 
@@ -210,7 +214,7 @@ async def remove(connection: AsyncConnection, condition: ColumnElement[bool]) ->
     return int(result.rowcount)
 
 
-async def count(connection: AsyncConnection, scope: ScopeIds = ScopeIds(0, None)) -> int:
+async def count(connection: AsyncConnection, scope: ScopeIds = ScopeIds(None)) -> int:
     """The number of entries the view reads."""
     statement = select(func.count()).select_from(entries)
     if scope.read is not None:
@@ -219,7 +223,7 @@ async def count(connection: AsyncConnection, scope: ScopeIds = ScopeIds(0, None)
 
 
 async def get_entry(
-    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = ScopeIds(0, None)
+    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = ScopeIds(None)
 ) -> MemoryEntry | None:
     """The view's entry with this id, or None."""
     found = await seq_of(connection, entry_id, scope)
@@ -403,7 +407,7 @@ class Summary:
     """Counts in ten bins of width 0.1: [0, 0.1), [0.1, 0.2), ..., [0.9, 1.0]."""
 
 
-async def summarise(connection: AsyncConnection, scope: ScopeIds = ScopeIds(0, None)) -> Summary:
+async def summarise(connection: AsyncConnection, scope: ScopeIds = ScopeIds(None)) -> Summary:
     """Count the view's entries, by category and by relevance bin, in two statements."""
     by_category = dict.fromkeys(MemoryCategory, 0)
     grouped = await connection.execute(

@@ -82,26 +82,20 @@ def top_seqs(
 
 def _scores_within(state: RankingState, query: ParsedQuery, universe: Ints) -> Scores:
     """The scores of the entries at ``universe`` (ascending seqs), in that order."""
-    half = state.half[universe]
-    if query.words:
-        counts = np.zeros(len(universe), _count_type(query.word_count))
-        for word, weight in zip(query.words, query.weights, strict=True):
-            found, _ = state.word_entries(word)
-            seqs: npt.NDArray[Any] = found
-            if found.dtype == np.bool_:
-                held = universe[universe < len(found)]
-                counts[np.flatnonzero(found[held])] += counts.dtype.type(weight)
-                seqs = np.empty(0, np.int64)
-            tail = state.word_tail(word)
-            if tail:
-                seqs = np.concatenate((seqs, np.array(tail, seqs.dtype)))
-            counts[_positions(universe, seqs)] += counts.dtype.type(weight)
-        scores = half + _overlap_terms(query.word_count)[counts]
-    else:
-        scores = half.copy()
+    counts = np.zeros(len(universe), _count_type(query.word_count))
+    for word, weight in zip(query.words, query.weights, strict=True):
+        found, _ = state.word_entries(word)
+        seqs: npt.NDArray[Any] = found
+        if found.dtype == np.bool_:
+            held = universe[universe < len(found)]
+            counts[np.flatnonzero(found[held])] += counts.dtype.type(weight)
+            seqs = np.empty(0, np.int64)
+        tail = state.word_tail(word)
+        if tail:
+            seqs = np.concatenate((seqs, np.array(tail, seqs.dtype)))
+        counts[_positions(universe, seqs)] += counts.dtype.type(weight)
     tagged = _positions(universe, state.tagged(query.text))
-    scores[tagged] = scores[tagged] + _TAG_BONUS
-    scores += _BASELINE
+    scores = _combined(state.half[universe], counts, tagged, query)
     if len(state.rewritten):
         _rescore_rewritten(state, query, scores, universe)
     return scores
@@ -114,17 +108,18 @@ def _scores_of_texts(
     texts: list[tuple[str, tuple[str, ...]]],
 ) -> Scores:
     """The scores of the entries at ``universe``, from their current lowercase texts."""
-    half = state.half[universe]
-    if query.words:
-        counts = np.zeros(len(universe), np.int64)
-        memories = [memory for memory, _ in texts]
-        for word, weight in zip(query.words, query.weights, strict=True):
-            counts[[n for n, memory in enumerate(memories) if word in memory]] += weight
-        scores = half + _overlap_terms(query.word_count)[counts]
-    else:
-        scores = half.copy()
+    counts = np.zeros(len(universe), np.int64)
+    memories = [memory for memory, _ in texts]
+    for word, weight in zip(query.words, query.weights, strict=True):
+        counts[[n for n, memory in enumerate(memories) if word in memory]] += weight
     text = query.text
     tagged = [n for n, (_, tags) in enumerate(texts) if any(text in tag for tag in tags)]
+    return _combined(state.half[universe], counts, tagged, query)
+
+
+def _combined(half: Scores, counts: Any, tagged: Any, query: ParsedQuery) -> Scores:
+    """``half + overlap(counts)``, ``+ 0.3`` at ``tagged``, ``+ 0.1``: each step in binary32."""
+    scores = half + _overlap_terms(query.word_count)[counts] if query.words else half.copy()
     scores[tagged] = scores[tagged] + _TAG_BONUS
     scores += _BASELINE
     return scores
@@ -178,19 +173,11 @@ def _rescore_rewritten(
         seqs = universe[places]
     if not len(seqs):
         return
-    half = state.half[seqs]
-    if query.words:
-        counts = np.zeros(len(seqs), np.int64)
-        for word, weight in zip(query.words, query.weights, strict=True):
-            found = _positions(seqs, np.array(rewritten.word_seqs(word), np.int64))
-            counts[found] += weight
-        part = half + _overlap_terms(query.word_count)[counts]
-    else:
-        part = half.copy()
-    where = _positions(seqs, np.array(rewritten.tag_seqs(query.text), np.int64))
-    part[where] = part[where] + _TAG_BONUS
-    part += _BASELINE
-    scores[places] = part
+    counts = np.zeros(len(seqs), np.int64)
+    for word, weight in zip(query.words, query.weights, strict=True):
+        counts[_positions(seqs, np.array(rewritten.word_seqs(word), np.int64))] += weight
+    tagged = _positions(seqs, np.array(rewritten.tag_seqs(query.text), np.int64))
+    scores[places] = _combined(state.half[seqs], counts, tagged, query)
 
 
 def _overlap_terms(word_count: int) -> Scores:

@@ -58,9 +58,6 @@ def _utc_now() -> datetime:
 class _Shared:
     """What a store and every view of it share: the engine, the copy for retrieval, options."""
 
-    engine: AsyncEngine
-    target: Target
-    tuning: Tuning
     track_access: bool
     consolidation: ConsolidationConfig
     clock: Callable[[], datetime]
@@ -106,9 +103,6 @@ class SqlMemoryStore:
                 f"track_access must be a bool, not {type(track_access).__name__}"
             )
         self._shared = _Shared(
-            engine=engine,
-            target=target,
-            tuning=tuning,
             track_access=track_access,
             consolidation=consolidation or ConsolidationConfig(),
             clock=clock or _utc_now,
@@ -272,16 +266,12 @@ class SqlMemoryStore:
         if not len(batch):
             return
         tuning, base, shared = self._tuning, self._scope.name, self._shared
-
-        async def work(connection: AsyncConnection) -> int:
-            mark = await repository.insert_entries(connection, batch, tuning, base)
-            if base not in shared.scope_ids:
-                (shared.scope_ids[base],) = (
-                    await repository.ensure_scopes(connection, [base])
-                ).values()
-            return mark
-
-        shared.watermark_seen = await self._run("store", work, write=True)
+        shared.watermark_seen, ids = await self._run(
+            "store",
+            lambda c: repository.insert_entries(c, batch, tuning, base, shared.scope_ids),
+            write=True,
+        )
+        shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
 
     async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
         """Return up to ``limit`` entries exactly as the reference ranks them.
@@ -405,14 +395,7 @@ class SqlMemoryStore:
 
     async def count(self) -> int:
         """Return the number of entries the store (or view) reads."""
-        scope = self._scope
-
-        async def work(connection: AsyncConnection) -> int:
-            if scope.everything:
-                return await repository.count(connection)
-            return await repository.count(connection, await repository.scope_ids(connection, scope))
-
-        return await self._run("count", work, write=False)
+        return await self._in_scope("count", repository.count, write=False)
 
     async def is_empty(self) -> bool:
         """Return whether no entry is stored."""
