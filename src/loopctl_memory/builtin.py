@@ -18,7 +18,7 @@ from loopctl_memory.entry import (
 )
 from loopctl_memory.errors import DuplicateEntryError, InvalidEntryError
 from loopctl_memory.lifecycle import ConsolidationConfig
-from loopctl_memory.scoring import PRUNE_BELOW, f32, parse_query
+from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, f32, parse_query
 
 _INT64_MAX = 2**63 - 1
 
@@ -113,24 +113,37 @@ class InMemoryStore:
         its ``access_count`` raised by one (saturating at 2**63 - 1) and its
         ``last_accessed`` moved to now (never back); it is returned so stamped.
         """
+        return [entry for entry, _ in await self.retrieve_scored(query, limit)]
+
+    async def retrieve_scored(
+        self, query: str, limit: int, *, matched_only: bool = False
+    ) -> list[tuple[MemoryEntry, float]]:
+        """:meth:`retrieve` with each entry's reference score (its binary32 value, as a float).
+
+        With ``matched_only``, only the entries a word or a tag of the query
+        raised above their baseline score compete; the ranking among them is unchanged.
+        """
         validate_query(query, limit)
         parsed = parse_query(query)
         scored = [
             (parsed.score_of(entry.relevance, entry.memory, entry.tags), entry)
             for entry in self._entries
         ]
+        if matched_only:
+            scored = [pair for pair in scored if pair[0] > baseline_score(pair[1].relevance)]
         scored.sort(key=lambda pair: pair[0], reverse=True)  # stable: ties keep insertion order
-        chosen = [entry for _, entry in scored[:limit]]
+        chosen = scored[:limit]
         if self._track_access:
-            matches = lifecycle.access_matches(query, chosen)
-            accessed = [entry for entry, matched in zip(chosen, matches, strict=True) if matched]
+            entries = [entry for _, entry in chosen]
+            matches = lifecycle.access_matches(query, entries)
+            accessed = [entry for entry, matched in zip(entries, matches, strict=True) if matched]
             if accessed:  # the clock is read only when there is something to stamp
                 now = self._now()
                 for entry in accessed:
                     entry.access_count = min(entry.access_count + 1, _INT64_MAX)
                     if entry.last_accessed is None or entry.last_accessed < now:
                         entry.last_accessed = now
-        return [copy_entry(entry) for entry in chosen]
+        return [(copy_entry(entry), score) for score, entry in chosen]
 
     async def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
         """Run a consolidation pass; return what it did.

@@ -111,6 +111,26 @@ def validate_id(entry_id: object) -> uuid.UUID:
     return entry_id
 
 
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def id_range(prefix: object) -> tuple[uuid.UUID, uuid.UUID]:
+    """The lowest and highest ids whose hexadecimal form starts with ``prefix``.
+
+    Dashes in ``prefix`` are ignored and letters may be of either case.
+
+    Raises:
+        InvalidEntryError: ``prefix`` is not a str of 1 to 32 hexadecimal digits.
+
+    """
+    if not isinstance(prefix, str):
+        raise InvalidEntryError(f"an id prefix is a str, not {type(prefix).__name__}")
+    digits = prefix.replace("-", "").lower()
+    if not digits or len(digits) > 32 or not _HEX_DIGITS.issuperset(digits):
+        raise InvalidEntryError(f"an id prefix is 1 to 32 hexadecimal digits, not {prefix!r}")
+    return uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
+
+
 def _check_time(value: object, what: str = "created_at") -> None:
     if not isinstance(value, datetime):
         raise InvalidEntryError(f"{what} must be a datetime, not {type(value).__name__}")

@@ -397,6 +397,19 @@ async def seq_of(
     return row.seq, found[row.seq]
 
 
+async def ids_between(
+    connection: AsyncConnection, low: uuid.UUID, high: uuid.UUID, scope: ScopeIds, limit: int
+) -> list[uuid.UUID]:
+    """Up to ``limit`` ids of the view from ``low`` to ``high`` inclusive, in id order."""
+    rows = await connection.execute(
+        select(entries.c.id)
+        .where(entries.c.id >= low, entries.c.id <= high, scope.condition())
+        .order_by(entries.c.id)
+        .limit(limit)
+    )
+    return list(rows.scalars())
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """What a store holds, in numbers."""

@@ -45,26 +45,30 @@ _SMALL_SCOPE = 4
 _TEXT_BUDGET = 2_000_000
 
 
-def top_seqs(
+def top_scored(
     state: RankingState,
     query: ParsedQuery,
     limit: int,
     scope: Scope | None = None,
     reader: Reader | None = None,
-) -> list[int]:
-    """The seqs of the best ``limit`` entries, best first, exactly as the reference ranks them.
+    *,
+    matched_only: bool = False,
+) -> list[tuple[int, float]]:
+    """The seqs and scores of the best ``limit`` entries, best first, as the reference ranks them.
 
-    Only the entries of ``scope`` (default: every scope) compete. A small scope
-    costs its own entries: their texts (kept by the state, read with ``reader``
-    the first time) or the postings of the query's words, never a pass over
-    every entry.
+    Only the entries of ``scope`` (default: every scope) compete; with
+    ``matched_only``, only those the query raised above their baseline score
+    (a word or a tag matched). A small scope costs its own entries: their texts
+    (kept by the state, read with ``reader`` the first time) or the postings of
+    the query's words, never a pass over every entry.
     """
     size = state.top + 1
     wanted = state.scope_ids(scope or Scope(descendants=True))
     if limit == 0 or size <= 1 or (wanted is not None and not len(wanted)):
         return []
     if wanted is None:
-        return _best(_scores(state, query, size), limit)
+        scores = _scores(state, query, size)
+        return _best(_matched(scores, state.half[:size]) if matched_only else scores, limit)
     scope_of = state.scope_of[:size]
     in_scope = scope_of == wanted[0] if len(wanted) == 1 else np.isin(scope_of, wanted)
     universe = np.flatnonzero(in_scope)
@@ -76,8 +80,16 @@ def top_seqs(
     else:
         scores = _scores(state, query, size)
         scores[~in_scope] = -np.inf
-        return _best(scores, limit)
-    return [int(universe[n]) for n in _best(scores, limit)] if len(universe) else []
+        return _best(_matched(scores, state.half[:size]) if matched_only else scores, limit)
+    if matched_only:
+        scores = _matched(scores, state.half[universe])
+    return [(int(universe[n]), score) for n, score in _best(scores, limit)]
+
+
+def _matched(scores: Scores, half: Scores) -> Scores:
+    """``scores`` with every entry the query left at its baseline (``half + 0.1``) removed."""
+    scores[scores <= half + _BASELINE] = -np.inf
+    return scores
 
 
 def _scores_within(state: RankingState, query: ParsedQuery, universe: Ints) -> Scores:
@@ -271,9 +283,11 @@ def _count_type(word_count: int) -> type[np.unsignedinteger[Any]]:
     return np.uint16 if word_count < 2**16 else np.uint32
 
 
-def _best(scores: Scores, limit: int) -> list[int]:
-    """Indices of the ``limit`` best finite scores by (score desc, index asc)."""
+def _best(scores: Scores, limit: int) -> list[tuple[int, float]]:
+    """The ``limit`` best finite scores and their indices, by (score desc, index asc)."""
     size = len(scores)
+    if not size:
+        return []
     if limit < size:
         kth = scores[np.argpartition(scores, size - limit)[size - limit]]
     else:
@@ -283,4 +297,5 @@ def _best(scores: Scores, limit: int) -> list[int]:
     chosen = np.concatenate((above, ties))
     chosen = chosen[np.isfinite(scores[chosen])]  # no entry lives there
     order = np.lexsort((chosen, -scores[chosen]))
-    return [int(seq) for seq in chosen[order]]
+    chosen = chosen[order]
+    return list(zip(chosen.tolist(), scores[chosen].tolist(), strict=True))

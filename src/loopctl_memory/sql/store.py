@@ -25,6 +25,7 @@ from loopctl_memory.entry import (
     MemoryCategory,
     MemoryEntry,
     check_entry,
+    id_range,
     validate_id,
     validate_query,
 )
@@ -280,42 +281,65 @@ class SqlMemoryStore:
             InvalidEntryError: ``query`` is not a str or ``limit`` is not an int >= 0.
 
         """
+        return [entry for entry, _ in await self.retrieve_scored(query, limit)]
+
+    async def retrieve_scored(
+        self, query: str, limit: int, *, matched_only: bool = False
+    ) -> list[tuple[MemoryEntry, float]]:
+        """:meth:`retrieve` with each entry's reference score (its binary32 value, as a float).
+
+        With ``matched_only``, only the entries a word or a tag of the query
+        raised above their baseline score compete (the reference pads its answer
+        with unmatched entries); the ranking among them is unchanged.
+
+        Raises:
+            InvalidEntryError: ``query`` is not a str or ``limit`` is not an int >= 0.
+
+        """
         validate_query(query, limit)
         parsed = parse_query(query)
         shared, backend, scope = self._shared, self._backend, self._scope
         ranking = shared.ranking
+        Answer = tuple[list[int], list[MemoryEntry], list[float]]  # noqa: N806
 
-        def answer(reader: Reader) -> tuple[list[int], list[MemoryEntry]]:
+        def answer(reader: Reader) -> Answer:
             ranking.refresh(reader)
-            seqs = search.top_seqs(ranking, parsed, limit, scope, reader)
-            return seqs, repository.entries_by_seq(reader, seqs)
+            ranked = search.top_scored(
+                ranking, parsed, limit, scope, reader, matched_only=matched_only
+            )
+            seqs = [seq for seq, _ in ranked]
+            return seqs, repository.entries_by_seq(reader, seqs), [score for _, score in ranked]
 
-        def stamp(answered: tuple[list[int], list[MemoryEntry]]) -> Statement | None:
-            return self._access_stamp(query, *answered) if shared.track_access else None
+        def stamp(answered: Answer) -> Statement | None:
+            seqs, found, _ = answered
+            return self._access_stamp(query, seqs, found) if shared.track_access else None
 
         memory = self._target.is_memory
+        written: Statement | None = None
         async with shared.ranking_lock:
             if backend.works_in_one_hop:  # one hop to the driver's thread: see store()
-                _, found = await self._run_raw(
+                answered = await self._run_raw(
                     "retrieve",
                     lambda driver: backend.read_directly(
                         driver, answer, memory=memory, then_write=stamp
                     ),
                 )
-                return found
-            seqs, found = await self._run(
-                "retrieve",
-                lambda connection: connection.run_sync(
-                    lambda sync: answer(Reader.of(sync, memory=memory))
-                ),
-                write=False,
-            )
-        written = stamp((seqs, found))
+            else:
+                answered = await self._run(
+                    "retrieve",
+                    lambda connection: connection.run_sync(
+                        lambda sync: answer(Reader.of(sync, memory=memory))
+                    ),
+                    write=False,
+                )
+                written = stamp(answered)
         if written is not None:
+            statement = written
             await self._run(
-                "record access", lambda c: repository.run_statement(c, written), write=True
+                "record access", lambda c: repository.run_statement(c, statement), write=True
             )
-        return found
+        _, found, scores = answered
+        return list(zip(found, scores, strict=True))
 
     def _access_stamp(
         self, query: str, seqs: list[int], found: list[MemoryEntry]
@@ -408,6 +432,23 @@ class SqlMemoryStore:
         entry_id = validate_id(entry_id)
         return await self._in_scope(
             "get", lambda c, ids: repository.get_entry(c, entry_id, ids), write=False
+        )
+
+    async def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[uuid.UUID]:
+        """Up to ``limit`` ids of the view whose hexadecimal form starts with ``prefix``.
+
+        ``prefix`` is hexadecimal digits, dashes ignored, any case: a short id as
+        the CLI shows it. A lookup of the unique id index.
+
+        Raises:
+            InvalidEntryError: ``prefix`` is empty, longer than an id or not hexadecimal.
+
+        """
+        low, high = id_range(prefix)
+        return await self._in_scope(
+            "find ids",
+            lambda c, ids: repository.ids_between(c, low, high, ids, limit),
+            write=False,
         )
 
     async def delete(self, entry_id: uuid.UUID) -> bool:
