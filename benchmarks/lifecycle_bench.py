@@ -47,13 +47,14 @@ def _log(message: str) -> None:
     print(f"[lifecycle] {message}", file=sys.stderr, flush=True)
 
 
-def _p(values: Sequence[float], percent: float) -> float:
+def percentile(values: Sequence[float], percent: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(percent / 100 * (len(ordered) - 1)))]
 
 
-def _ms(values: Sequence[float]) -> str:
-    return f"{statistics.median(values) * 1e3:.2f} / {_p(values, 95) * 1e3:.2f}"
+def timings_ms(values: Sequence[float]) -> str:
+    """p50 / p95 of timings in seconds, as milliseconds."""
+    return f"{statistics.median(values) * 1e3:.2f} / {percentile(values, 95) * 1e3:.2f}"
 
 
 async def _timed(calls: Sequence[object]) -> list[float]:
@@ -87,8 +88,9 @@ async def scoped_retrieve(db: Path, size: int, scope_size: int, queries: list[st
         everything = await _timed([store.retrieve(query, LIMIT) for query in queries])
     ratio = statistics.median(everything) / statistics.median(in_scope)
     return [
-        f"| retrieve in a {scope_size:,}-entry scope of {size_label(size)} | {_ms(in_scope)} |"
-        f" whole root: {_ms(everything)}; the scope is {ratio:.1f}x faster |",
+        f"| retrieve in a {scope_size:,}-entry scope of {size_label(size)} |"
+        f" {timings_ms(in_scope)} |"
+        f" whole root: {timings_ms(everything)}; the scope is {ratio:.1f}x faster |",
     ]
 
 
@@ -118,12 +120,13 @@ async def access_and_update(db: Path, size: int, queries: list[str]) -> list[str
         after = await _timed([plain.retrieve(query, LIMIT) for query in queries])
     overhead = statistics.median(on) / statistics.median(off)
     return [
-        f"| retrieve, `track_access=False`, {size_label(size)} | {_ms(off)} | |",
-        f"| retrieve, `track_access=True`, {size_label(size)} | {_ms(on)} |"
+        f"| retrieve, `track_access=False`, {size_label(size)} | {timings_ms(off)} | |",
+        f"| retrieve, `track_access=True`, {size_label(size)} | {timings_ms(on)} |"
         f" {overhead:.2f}x the median without |",
-        f"| `update` (relevance), {size_label(size)} | {_ms(relevance)} | one transaction |",
-        f"| `update` (text), {size_label(size)} | {_ms(texts)} | one transaction |",
-        f"| retrieve after {len(chosen)} rewritten entries, {size_label(size)} | {_ms(after)} |"
+        f"| `update` (relevance), {size_label(size)} | {timings_ms(relevance)} | one transaction |",
+        f"| `update` (text), {size_label(size)} | {timings_ms(texts)} | one transaction |",
+        f"| retrieve after {len(chosen)} rewritten entries, {size_label(size)} |"
+        f" {timings_ms(after)} |"
         " rewritten entries are scored from their new text |",
     ]
 
@@ -172,7 +175,7 @@ async def full_pass(db: Path, size: int, queries: list[str]) -> list[str]:
         f" {stats.bytes_saved:,} bytes saved; one transaction |",
         f"| first retrieve after the pass, {size_label(size)} | {reload_s:.2f} s |"
         " a decay changes every entry: the copy is read again |",
-        f"| retrieve after the pass, {size_label(size)} | {_ms(after)} |"
+        f"| retrieve after the pass, {size_label(size)} | {timings_ms(after)} |"
         " the merged entries were indexed again with the pass |",
     ]
 
@@ -209,12 +212,12 @@ def section(rows: list[str], command: str) -> str:
     )
 
 
-def write_section(out: Path, text: str) -> None:
-    """Replace the section between the markers in ``out``, or append it."""
+def write_section(out: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the section between the markers ``begin`` and ``end`` in ``out``, or append it."""
     document = out.read_text(encoding="utf-8") if out.exists() else ""
-    if BEGIN in document and END in document:
-        head, rest = document.split(BEGIN, 1)
-        document = head + text + rest.split(END, 1)[1]
+    if begin in document and end in document:
+        head, rest = document.split(begin, 1)
+        document = head + text + rest.split(end, 1)[1]
     else:
         document = document.rstrip("\n") + "\n\n" + text + "\n"
     out.write_text(document, encoding="utf-8")

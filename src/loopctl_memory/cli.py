@@ -13,7 +13,9 @@ import dataclasses
 import errno
 import json
 import re
+import string
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -219,6 +221,80 @@ def _echo_json(value: object) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
+# --- ids: full, or short ---------------------------------------------------------------
+
+SHORT_ID_DIGITS = 8
+"""The fewest hex digits ``search`` shows of an id (more when 8 are not unique)."""
+MIN_PREFIX_DIGITS = 4
+"""The fewest hex digits of an id that ``get``, ``update`` and ``delete`` accept."""
+_HEX_DIGITS = frozenset(string.hexdigits)
+
+
+def _memory_id(
+    _ctx: click.Context | None, _param: click.Parameter | None, value: str
+) -> uuid.UUID | str:
+    """A full id (any form ``uuid.UUID`` reads) as a UUID, or a prefix of its hex digits as given.
+
+    A prefix is 4 to 31 hex digits, any case, dashes ignored; :func:`_resolve`
+    looks it up in the store.
+    """
+    text = value.strip()
+    with contextlib.suppress(ValueError):
+        return uuid.UUID(text)
+    digits = text.replace("-", "")
+    if not (MIN_PREFIX_DIGITS <= len(digits) < 32 and set(digits) <= _HEX_DIGITS):
+        raise click.BadParameter(
+            f"{value!r} is not a memory id: give the full id or at least "
+            f"{MIN_PREFIX_DIGITS} of its leading hex digits (`{PROG} search` shows them)"
+        )
+    return text
+
+
+async def _resolve(store: SqlMemoryStore, given: uuid.UUID | str) -> uuid.UUID | None:
+    """The id ``given`` names in the store's view, or None; a full id is not looked up.
+
+    Raises:
+        click.ClickException: the prefix starts the ids of several memories.
+
+    """
+    if isinstance(given, uuid.UUID):
+        return given
+    found = await store.ids_with_prefix(given, limit=2)
+    if len(found) > 1:
+        raise click.ClickException(
+            f"id {given} matches several memories; give more digits "
+            f"(`{PROG} search` shows each id with enough of them)"
+        )
+    return found[0] if found else None
+
+
+def _shared_digits(one: str, other: str) -> int:
+    """How many leading characters the two strings have in common."""
+    return next(
+        (at for at, (a, b) in enumerate(zip(one, other, strict=False)) if a != b),
+        min(len(one), len(other)),
+    )
+
+
+async def short_id(store: SqlMemoryStore, entry_id: uuid.UUID) -> str:
+    """The fewest leading hex digits of ``entry_id`` (at least 8) no other id in the view shares.
+
+    One lookup when 8 digits are unique, as they nearly always are (among a
+    million ids, about one in 4,300 shares its first 8 digits with another);
+    each further lookup skips to the first digit at which the ids found differ.
+    """
+    digits = entry_id.hex
+    length = SHORT_ID_DIGITS
+    while length < len(digits):
+        others = [
+            other.hex for other in await store.ids_with_prefix(digits[:length]) if other != entry_id
+        ]
+        if not others:
+            break
+        length = max(length, *(_shared_digits(digits, other) for other in others)) + 1
+    return digits[:length]
+
+
 # --- the commands ----------------------------------------------------------------------
 
 
@@ -398,30 +474,58 @@ def add(
     show_default=True,
     help="How many memories to show at most.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the entries.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON list of the entries, each with its full id and its score.",
+)
 @click.pass_obj
 def search(settings: _Settings, query: str, limit: int, as_json: bool) -> None:
-    """Show the memories that best match QUERY, best first, as the agent would see them."""
-    found = _with_store(settings, lambda store: store.retrieve(query, limit))
+    """Show the memories that best match QUERY, best first, as the agent would see them.
+
+    Each comes with its score and its short id: the fewest leading hex digits
+    (at least 8) that no other memory's id starts with, which `get`, `update`
+    and `delete` accept.
+    """
+    from loopctl_memory.views import SearchResult
+
+    async def work(store: SqlMemoryStore) -> list[SearchResult]:
+        scored = await store.retrieve_scored(query, limit)
+        return [
+            SearchResult(entry, score, await short_id(store, entry.id)) for entry, score in scored
+        ]
+
+    found = _with_store(settings, work)
     if as_json:
-        _echo_json([entry_to_dict(entry) for entry in found])
+        _echo_json([entry_to_dict(result.entry) | {"score": result.score} for result in found])
     elif not found:
         click.echo("No memories stored.", err=True)
     else:
-        from loopctl_memory.views import console, results_table
+        from loopctl_memory.views import SearchResults, console
 
-        console().print(results_table(query, found))
+        console().print(SearchResults(found))
 
 
-@cli.command(epilog=_example(f"{PROG} get 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b --json"))
-@click.argument("entry_id", metavar="ID", type=click.UUID)
+@cli.command(
+    epilog=_example(
+        f"{PROG} get 3f2b6c1e",
+        f"{PROG} get 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b --json",
+    )
+)
+@click.argument("given", metavar="ID", callback=_memory_id)
 @click.option("--json", "as_json", is_flag=True, help="Print the entry as JSON.")
 @click.pass_obj
-def get(settings: _Settings, entry_id: Any, as_json: bool) -> None:
-    """Show every field of the memory with this ID."""
-    found = _with_store(settings, lambda store: store.get(entry_id))
+def get(settings: _Settings, given: uuid.UUID | str, as_json: bool) -> None:
+    """Show every field of the memory with this ID (the full id, or a short id from `search`)."""
+
+    async def work(store: SqlMemoryStore) -> MemoryEntry | None:
+        entry_id = await _resolve(store, given)
+        return None if entry_id is None else await store.get(entry_id)
+
+    found = _with_store(settings, work)
     if found is None:
-        raise click.ClickException(f"no memory with id {entry_id}; `{PROG} search` shows the ids")
+        raise click.ClickException(f"no memory with id {given}; `{PROG} search` shows the ids")
     if as_json:
         _echo_json(entry_to_dict(found))
     else:
@@ -430,14 +534,24 @@ def get(settings: _Settings, entry_id: Any, as_json: bool) -> None:
         console().print(entry_table(found))
 
 
-@cli.command(epilog=_example(f"{PROG} delete 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b"))
-@click.argument("entry_id", metavar="ID", type=click.UUID)
+@cli.command(
+    epilog=_example(
+        f"{PROG} delete 3f2b6c1e", f"{PROG} delete 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b"
+    )
+)
+@click.argument("given", metavar="ID", callback=_memory_id)
 @click.pass_obj
-def delete(settings: _Settings, entry_id: Any) -> None:
-    """Delete the memory with this ID."""
-    if not _with_store(settings, lambda store: store.delete(entry_id)):
-        raise click.ClickException(f"no memory with id {entry_id}; nothing was deleted")
-    click.echo(f"Deleted {entry_id}")
+def delete(settings: _Settings, given: uuid.UUID | str) -> None:
+    """Delete the memory with this ID (the full id, or a short id from `search`)."""
+
+    async def work(store: SqlMemoryStore) -> uuid.UUID | None:
+        entry_id = await _resolve(store, given)
+        return entry_id if entry_id is not None and await store.delete(entry_id) else None
+
+    deleted = _with_store(settings, work)
+    if deleted is None:
+        raise click.ClickException(f"no memory with id {given}; nothing was deleted")
+    click.echo(f"Deleted {deleted}")
 
 
 def _where(store: SqlMemoryStore) -> str:
@@ -657,11 +771,11 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
 
 @cli.command(
     epilog=_example(
-        f"{PROG} update 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b --relevance 0.9 --validated",
+        f"{PROG} update 3f2b6c1e --relevance 0.9 --validated",
         f'{PROG} update 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b --text "use BEGIN IMMEDIATE"',
     )
 )
-@click.argument("entry_id", metavar="ID", type=click.UUID)
+@click.argument("given", metavar="ID", callback=_memory_id)
 @click.option("--text", help="The new memory text.")
 @click.option("--category", "-c", type=click.Choice(_CATEGORIES), help="The new category.")
 @click.option(
@@ -681,7 +795,7 @@ def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
 def update(
     settings: _Settings,
     *,
-    entry_id: Any,
+    given: uuid.UUID | str,
     text: str | None,
     category: str | None,
     tags: tuple[str, ...],
@@ -689,7 +803,10 @@ def update(
     validated: bool | None,
     as_json: bool,
 ) -> None:
-    """Change fields of the memory with this ID; it keeps its id, age and place."""
+    """Change fields of the memory with this ID; it keeps its id, age and place.
+
+    ID is the full id, or a short id from `search` (at least 4 leading hex digits).
+    """
     changes: dict[str, Any] = {}
     if text is not None:
         changes["memory"] = text
@@ -705,9 +822,14 @@ def update(
         raise click.UsageError(
             "nothing to change: give --text, --category, --tag, --relevance or --validated"
         )
-    found = _with_store(settings, lambda store: store.update(entry_id, **changes))
+
+    async def work(store: SqlMemoryStore) -> MemoryEntry | None:
+        entry_id = await _resolve(store, given)
+        return None if entry_id is None else await store.update(entry_id, **changes)
+
+    found = _with_store(settings, work)
     if found is None:
-        raise click.ClickException(f"no memory with id {entry_id}; nothing was changed")
+        raise click.ClickException(f"no memory with id {given}; nothing was changed")
     if as_json:
         _echo_json(entry_to_dict(found))
     else:
@@ -781,6 +903,33 @@ def scopes(settings: _Settings, as_json: bool) -> None:
     from loopctl_memory.views import console, scopes_table
 
     console().print(scopes_table(found))
+
+
+@cli.command(
+    epilog=_example(
+        f"{PROG} --db ~/agent-memory.db mcp",
+        f"{PROG} --scope acme/agent-7 mcp --no-track-access",
+    )
+)
+@click.option(
+    "--track-access/--no-track-access",
+    default=True,
+    show_default=True,
+    help="Stamp the memories `recall` returns (access count and time), "
+    "which full consolidation uses to keep what is used.",
+)
+@click.pass_obj
+def mcp(settings: _Settings, track_access: bool) -> None:
+    """Serve the memory to an agent as MCP tools over stdio, until the client hangs up.
+
+    The tools: remember, recall, update_memory, forget_memory, consolidate and
+    memory_stats. A client may narrow --scope with a tool's `scope` argument,
+    never leave it. Only protocol goes to standard output; logs go to stderr.
+    """
+    from loopctl_memory.mcp_server import serve
+
+    target = settings.locate(create=True)
+    _run(serve(target, scope=settings.scope, track_access=track_access))
 
 
 def main() -> None:

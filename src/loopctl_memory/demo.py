@@ -21,15 +21,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from loopctl_memory.cli import PROG
+from loopctl_memory.cli import PROG, short_id
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.jsonl import entry_from_json, entry_to_json
 from loopctl_memory.sql.store import SqlMemoryStore, open_store
 from loopctl_memory.views import (
+    SearchResult,
+    SearchResults,
     StoreStats,
     consolidation_view,
     database_size,
-    results_table,
     stats_view,
 )
 
@@ -84,7 +85,15 @@ async def run(path: Path, console: Console) -> None:
         console.print(f"stored {await store.count()} memories in one transaction\n")
         for query, limit in SEARCHES:
             console.print(Text(f"search {query!r}, best {limit}:", style="bold"))
-            console.print(results_table(query, await store.retrieve(query, limit)))
+            scored = await store.retrieve_scored(query, limit)
+            console.print(
+                SearchResults(
+                    [
+                        SearchResult(entry, score, await short_id(store, entry.id))
+                        for entry, score in scored
+                    ]
+                )
+            )
             console.print()
         stats = await store.consolidate()
         console.print(consolidation_view(store.target, stats))

@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.padding import Padding
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
 from loopctl_memory.entry import ConsolidationStats, MemoryEntry
 from loopctl_memory.jsonl import entry_to_dict
-from loopctl_memory.scoring import f32, parse_query
+from loopctl_memory.scoring import f32
 
 if TYPE_CHECKING:
     from loopctl_memory.migrate import Revision
@@ -32,35 +33,102 @@ def format_score(value: float) -> str:
     return repr(value)  # pragma: no cover - nine digits always round-trip binary32
 
 
-def _cell(text: str) -> Text:
-    """User text, never read as rich markup, cut to its column on one line."""
-    return Text(text, no_wrap=True, overflow="ellipsis")
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One answer of ``search``: the entry, its reference score and its short id."""
+
+    entry: MemoryEntry
+    score: float
+    """The score the store ranked it by (a binary32 value), shown by :func:`format_score`."""
+    short_id: str
+    """The shortest prefix of the id's hex digits unique in the store (see ``cli``)."""
 
 
-def results_table(query: str, entries: Sequence[MemoryEntry]) -> Table:
-    """The ``search`` table: rank, exact score, category, relevance, tags and the memory.
+_MIN_MEMORY = 20
+"""The narrowest memory column a table is drawn with; below it, one block per entry."""
+_GAP = 2
+"""The spaces between two columns of a table (padding collapsed)."""
 
-    The memory is cut to the width the console leaves it, one line per entry.
+
+class SearchResults:
+    """The ``search`` view: a table that gives the memory the width, or blocks when narrow.
+
+    The table has rank, short id, score (never cut), category, relevance, tags
+    (one a line, cut to a narrow column) and the memory, which takes the width
+    left and wraps. When that leaves the memory fewer than 20 columns, each
+    entry is a block instead: a line with rank, id, score and category, then the
+    memory wrapped, then the relevance and the tags. Nothing is cut but tags.
     """
-    parsed = parse_query(query)
-    tag_texts = [", ".join(entry.tags) for entry in entries]
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("category", no_wrap=True)
-    table.add_column("relevance", justify="right", no_wrap=True)
-    table.add_column("tags", width=min(18, max([4, *map(len, tag_texts)])))
-    table.add_column("memory")
-    for rank, (entry, tags) in enumerate(zip(entries, tag_texts, strict=True), start=1):
-        table.add_row(
-            str(rank),
-            format_score(parsed.score_of(entry.relevance, entry.memory, entry.tags)),
-            str(entry.category),
-            repr(entry.relevance),
-            _cell(tags),
-            _cell(entry.memory),
-        )
-    return table
+
+    def __init__(self, results: Sequence[SearchResult]) -> None:
+        self._results = list(results)
+        self._scores = [format_score(result.score) for result in results]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """The table when the memory gets enough columns, else the blocks."""
+        width = options.max_width
+        table = self._table(width)
+        if table is not None:
+            yield table
+            return
+        for rank, (result, score) in enumerate(zip(self._results, self._scores, strict=True), 1):
+            if rank > 1:
+                yield Text()
+            yield from self._block(rank, result, score)
+
+    def _table(self, width: int) -> Table | None:
+        results = self._results
+        ranks = [str(rank) for rank in range(1, len(results) + 1)]
+        ids = [result.short_id for result in results]
+        categories = [str(result.entry.category) for result in results]
+        relevances = [repr(result.entry.relevance) for result in results]
+        tags = [result.entry.tags for result in results]
+        widest_tag = max((len(tag) for entry_tags in tags for tag in entry_tags), default=0)
+        tags_width = min(max(4, widest_tag), max(8, width // 10))
+
+        def widest(header: str, cells: list[str]) -> int:
+            return max(len(header), *map(len, cells))
+
+        fixed = [widest("#", ranks), widest("id", ids), widest("score", self._scores)]
+        fixed += [widest("category", categories), tags_width]
+        left = width - sum(fixed) - _GAP * 6
+        relevance = "relevance"
+        if left - widest(relevance, relevances) < 2 * _MIN_MEMORY:
+            relevance = "rel."  # the long header costs the memory too much
+        left -= widest(relevance, relevances)
+        if left < _MIN_MEMORY:
+            return None
+
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("id", no_wrap=True)
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column("category", no_wrap=True)
+        table.add_column(relevance, justify="right", no_wrap=True)
+        table.add_column("tags", width=tags_width, no_wrap=True)
+        table.add_column("memory", max_width=left)
+        columns = (ranks, ids, self._scores, categories, relevances)
+        for *cells, entry_tags, result in zip(*columns, tags, results, strict=True):
+            table.add_row(
+                *cells,
+                Text("\n".join(entry_tags), no_wrap=True, overflow="ellipsis"),
+                Text(result.entry.memory, overflow="fold"),
+            )
+        return table
+
+    @staticmethod
+    def _block(rank: int, result: SearchResult, score: str) -> list[RenderableType]:
+        entry = result.entry
+        indent = len(str(rank)) + 2
+        header = Text(f"{rank}  {result.short_id}  {score}  {entry.category}", style="bold")
+        details = f"relevance {entry.relevance!r}"
+        if entry.tags:
+            details += f"  tags {', '.join(entry.tags)}"
+        return [
+            header,
+            Padding(Text(entry.memory, overflow="fold"), (0, 0, 0, indent), expand=False),
+            Padding(Text(details, overflow="fold"), (0, 0, 0, indent), expand=False),
+        ]
 
 
 def entry_table(entry: MemoryEntry) -> Table:

@@ -15,7 +15,7 @@ COMMANDS = sorted(cli.commands)
 
 def test_the_commands_are_the_ones_the_spec_lists():
     expected = ["add", "consolidate", "delete", "export", "forget", "get", "import", "init",
-                "migrate", "scopes", "search", "stats", "update"]  # fmt: skip
+                "mcp", "migrate", "scopes", "search", "stats", "update"]  # fmt: skip
     assert expected == COMMANDS
 
 

@@ -34,8 +34,12 @@ def test_a_missing_import_file_is_a_usage_error(on_db, tmp_path):
     assert_fails(on_db("import", tmp_path / "nope.jsonl"), 2, "nope.jsonl", "does not exist")
 
 
-def test_an_id_that_is_not_a_uuid_is_a_usage_error(on_db):
-    assert_fails(on_db("get", "42"), 2, "'42' is not a valid UUID")
+@pytest.mark.parametrize(
+    "given", ["42", "abc", "not-an-id", "3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b0"]
+)
+def test_an_id_that_is_neither_a_uuid_nor_a_hex_prefix_is_a_usage_error(on_db, given):
+    line = assert_fails(on_db("get", given), 2, f"{given!r} is not a memory id", "at least 4")
+    assert "(see 'loopctl-memory get --help')" in line
 
 
 def test_an_unknown_command_or_option_is_a_usage_error(invoke):

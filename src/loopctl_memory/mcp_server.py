@@ -1,0 +1,329 @@
+"""The memory as Model Context Protocol tools, served over stdio (``loopctl-memory mcp``).
+
+An agent that is not a Python process reaches the store through six tools:
+``remember``, ``recall``, ``update_memory``, ``forget_memory``, ``consolidate``
+and ``memory_stats``. Each takes an optional ``scope``, relative to the
+server's own: a client can narrow the server's scope, never leave it (scope
+names are plain segments below the server's, see :mod:`loopctl_memory.scopes`).
+
+Bad arguments come back as tool errors carrying the library's one-line
+message; the server answers the next call as before. Only protocol goes to
+stdout; the SDK's logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import uuid
+from importlib.metadata import version
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
+
+from loopctl_memory.entry import MemoryCategory, MemoryEntry
+from loopctl_memory.errors import LoopMemoryError
+from loopctl_memory.jsonl import entry_to_dict
+from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.scopes import relative
+from loopctl_memory.sql.store import SqlMemoryStore, open_store
+
+RECALL_LIMIT = 50
+"""The most memories one ``recall`` returns: a model's context is the budget."""
+
+_CATEGORIES = [category.value for category in MemoryCategory]
+
+# The schemas tell a model the valid values; the library checks them, so that a bad
+# value comes back with the library's one-line message rather than a validation dump.
+Category = Annotated[
+    str, Field(description="The kind of memory.", json_schema_extra={"enum": _CATEGORIES})
+]
+Relevance = Annotated[
+    float,
+    Field(
+        description="How much the memory matters, from 0 to 1.",
+        json_schema_extra={"minimum": 0.0, "maximum": 1.0},
+    ),
+]
+Scope = Annotated[
+    str | None,
+    Field(
+        description="A scope below the server's, as 'team/agent-7' (default: the server's scope)."
+    ),
+]
+EntryId = Annotated[str, Field(description="The memory's id, as `remember` or `recall` gave it.")]
+
+
+class Remembered(TypedDict):
+    """What ``remember`` answers."""
+
+    id: str
+
+
+class Memory(TypedDict, total=False):
+    """A memory as the tools show it."""
+
+    id: str
+    memory: str
+    category: str
+    tags: list[str]
+    relevance: float
+    created_at: str
+    access_count: int
+    validated: bool
+    last_accessed: str
+    score: float
+
+
+class Recalled(TypedDict):
+    """What ``recall`` answers: the memories, best first."""
+
+    memories: list[Memory]
+
+
+class Forgotten(TypedDict):
+    """What ``forget_memory`` answers."""
+
+    forgotten: str
+
+
+class Consolidated(TypedDict):
+    """What one consolidation pass did."""
+
+    entries_before: int
+    entries_after: int
+    pruned: int
+    merged: int
+
+
+class Stats(TypedDict):
+    """What a scope holds; ``scopes`` names them as the ``scope`` argument does."""
+
+    entries: int
+    by_category: dict[str, int]
+    scopes: dict[str, int]
+
+
+def _memory(entry: MemoryEntry, score: float | None = None) -> Memory:
+    fields = entry_to_dict(entry)
+    shown = Memory(
+        id=fields["id"],
+        memory=entry.memory,
+        category=fields["category"],
+        tags=list(entry.tags),
+        relevance=float(entry.relevance),
+        created_at=fields["created_at"],
+        access_count=entry.access_count,
+        validated=entry.validated,
+    )
+    if "last_accessed" in fields:
+        shown["last_accessed"] = fields["last_accessed"]
+    if score is not None:
+        shown["score"] = score
+    return shown
+
+
+def _entry_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise ToolError(
+            f"an id is a UUID as `remember` or `recall` gave it, not {text!r}"
+        ) from None
+
+
+def build_server(store: SqlMemoryStore) -> MCPServer:
+    """An MCP server whose tools work on ``store`` (a view: its scope bounds every tool)."""
+    server: MCPServer = MCPServer(
+        name="loopctl-memory",
+        instructions=(
+            "A durable memory shared across runs. Call `recall` with the task's key words "
+            "before acting, and `remember` what you learn after a tool call: a fact, an "
+            "insight, a strategy that worked, or an error pattern to avoid."
+        ),
+        version=version("loopctl-memory"),
+        log_level="WARNING",
+    )
+
+    def view(scope: str | None) -> SqlMemoryStore:
+        return store if scope is None else store.scope(scope)
+
+    reads = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+
+    @server.tool(annotations=reads)
+    async def remember(
+        memory: Annotated[str, Field(description="What was learned, in one or two sentences.")],
+        *,
+        category: Category = "insight",
+        tags: Annotated[list[str] | None, Field(description="Short labels to find it by.")] = None,
+        relevance: Relevance = 0.5,
+        validated: Annotated[bool, Field(description="Whether it was confirmed.")] = False,
+        scope: Scope = None,
+    ) -> Remembered:
+        """Store a memory; answer its id.
+
+        Remember what will help a later turn or run: a fact about the project, an
+        insight, a strategy that worked, an error and its fix. Keep it short and
+        specific; put the words a later search would use in it or in its tags.
+        """
+        with _tool_errors():
+            entry = MemoryEntry(
+                _category(category),
+                memory,
+                tags=list(tags or []),
+                relevance=relevance,
+                validated=validated,
+            )
+            await view(scope).store(entry)
+            return Remembered(id=str(entry.id))
+
+    @server.tool(annotations=reads)
+    async def recall(
+        query: Annotated[str, Field(description="Key words of what you need to know.")],
+        *,
+        limit: Annotated[
+            int,
+            Field(
+                description=f"How many memories at most (capped at {RECALL_LIMIT}).",
+                json_schema_extra={"minimum": 0, "maximum": RECALL_LIMIT},
+            ),
+        ] = 5,
+        include_unmatched: Annotated[
+            bool,
+            Field(description="Also return memories no word of the query matched."),
+        ] = False,
+        scope: Scope = None,
+    ) -> Recalled:
+        """Find the memories that best match the query, best first, each with its score.
+
+        A memory scores relevance*0.5 + 0.4 * (the share of the query's words it
+        contains) + 0.3 if a tag contains the whole query + 0.1. Only memories a
+        word or a tag matched are returned unless include_unmatched is true.
+        """
+        with _tool_errors():
+            if isinstance(limit, int) and limit > RECALL_LIMIT:
+                limit = RECALL_LIMIT
+            found = await view(scope).retrieve_scored(
+                query, limit, matched_only=not include_unmatched
+            )
+            return Recalled(memories=[_memory(entry, score) for entry, score in found])
+
+    @server.tool(annotations=reads)
+    async def update_memory(
+        id: EntryId,
+        *,
+        memory: Annotated[str | None, Field(description="The new text.")] = None,
+        category: Annotated[
+            str | None, Field(description="The new kind.", json_schema_extra={"enum": _CATEGORIES})
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="The new tags (replace all).")] = None,
+        relevance: Annotated[
+            float | None,
+            Field(
+                description="The new relevance, 0 to 1.",
+                json_schema_extra={"minimum": 0.0, "maximum": 1.0},
+            ),
+        ] = None,
+        validated: Annotated[bool | None, Field(description="Whether it was confirmed.")] = None,
+        scope: Scope = None,
+    ) -> Memory:
+        """Change fields of a memory (it keeps its id and age); answer it updated."""
+        entry_id = _entry_id(id)
+        changes: dict[str, Any] = {}
+        if memory is not None:
+            changes["memory"] = memory
+        if category is not None:
+            changes["category"] = _category(category)
+        if tags is not None:
+            changes["tags"] = list(tags)
+        if relevance is not None:
+            changes["relevance"] = relevance
+        if validated is not None:
+            changes["validated"] = validated
+        if not changes:
+            raise ToolError(
+                "nothing to change: give memory, category, tags, relevance or validated"
+            )
+        with _tool_errors():
+            found = await view(scope).update(entry_id, **changes)
+            if found is None:
+                raise ToolError(f"no memory with id {entry_id}")
+            return _memory(found)
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
+    async def forget_memory(id: EntryId, scope: Scope = None) -> Forgotten:
+        """Delete a memory that is wrong or no longer true."""
+        entry_id = _entry_id(id)
+        with _tool_errors():
+            if not await view(scope).delete(entry_id):
+                raise ToolError(f"no memory with id {entry_id}")
+            return Forgotten(forgotten=str(entry_id))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    async def consolidate(
+        full: Annotated[
+            bool,
+            Field(
+                description="Also decay unused memories and merge near-duplicates "
+                "(default: only prune memories of relevance below 0.05)."
+            ),
+        ] = False,
+        scope: Scope = None,
+    ) -> Consolidated:
+        """Tidy the memory at the end of a run; answer what was pruned and merged."""
+        with _tool_errors():
+            stats = await view(scope).consolidate(ConsolidationConfig.full() if full else None)
+            return Consolidated(
+                entries_before=stats.entries_before,
+                entries_after=stats.entries_after,
+                pruned=stats.pruned,
+                merged=stats.merged,
+            )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def memory_stats(scope: Scope = None) -> Stats:
+        """Count the memories: in all, by category, and by scope (this one and those below)."""
+        with _tool_errors():
+            here = view(scope)
+            summary = await here.summary()
+            return Stats(
+                entries=summary.entries,
+                by_category={str(k): v for k, v in summary.by_category.items()},
+                scopes={
+                    relative(store.scope_name, name): count for name, count in await here.scopes()
+                },
+            )
+
+    return server
+
+
+def _category(value: str) -> MemoryCategory:
+    try:
+        return MemoryCategory(value)
+    except ValueError:
+        raise ToolError(f"unknown category {value!r}: one of {', '.join(_CATEGORIES)}") from None
+
+
+class _tool_errors:  # noqa: N801 - reads as a statement: `with _tool_errors():`
+    """Turn the library's errors into tool errors carrying their one-line message."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        if isinstance(error, LoopMemoryError):
+            message = str(error).splitlines()
+            raise ToolError(message[0] if message else type(error).__name__) from error
+
+
+async def serve(
+    target: str, *, scope: str | None = None, track_access: bool = True, create: bool = True
+) -> None:
+    """Open the store at ``target`` and serve it over stdio until the client hangs up."""
+    async with open_store(
+        target, migrate="create" if create else False, track_access=track_access
+    ) as store:
+        view = store if scope is None else store.scope(scope)
+        await build_server(view).run_stdio_async()
