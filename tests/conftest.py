@@ -11,9 +11,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
+from loopctl_memory import (
+    InMemoryStore,
+    MemoryCategory,
+    MemoryEntry,
+    SqlMemoryStore,
+    open_store,
+    sync,
+)
+from tests.sync_adapter import AsyncOverSync
 
-AnyStore = InMemoryStore | SqlMemoryStore
+AnyStore = InMemoryStore | SqlMemoryStore | AsyncOverSync
 StoreFactory = Callable[[], Awaitable[AnyStore]]
 
 POSTGRES_URL_VARIABLE = "LOOPCTL_MEMORY_TEST_POSTGRES_URL"
@@ -31,6 +39,10 @@ SCOPED = "@scope"
 """A backend name ending in this is a view of scope ``team/agent`` of a store whose other
 scopes (the root, the parent, a sibling and a child) hold entries of their own."""
 
+SYNC = "@sync"
+"""A backend name ending in this is the blocking ``loopctl_memory.sync`` store, driven
+through ``tests.sync_adapter.AsyncOverSync`` so the async tests run unchanged."""
+
 BACKENDS = [
     "reference",
     "sqlite-memory",
@@ -39,12 +51,13 @@ BACKENDS = [
     "sqlite-memory" + SCOPED,
     "sqlite-file" + SCOPED,
     pytest.param("postgresql" + SCOPED, marks=NEEDS_POSTGRES),
+    "sqlite-file" + SYNC,
 ]
 
 
 def base_backend(backend: str) -> str:
-    """The database behind a backend name, scoped or not."""
-    return backend.removesuffix(SCOPED)
+    """The database behind a backend name, scoped or not, async or sync."""
+    return backend.removesuffix(SCOPED).removesuffix(SYNC)
 
 
 async def _fill_other_scopes(store: SqlMemoryStore) -> None:
@@ -99,7 +112,9 @@ async def store_factory(backend: str, tmp_path: Path) -> AsyncIterator[StoreFact
     async def make() -> AnyStore:
         made: AnyStore
         database = base_backend(backend)
-        if database == "reference":
+        if backend.endswith(SYNC):
+            made = AsyncOverSync(sync.open_store(tmp_path / "memory.db"))
+        elif database == "reference":
             made = InMemoryStore()
         elif database == "sqlite-memory":
             made = await open_store(":memory:")

@@ -19,6 +19,7 @@ from loopctl_memory.errors import (
 from loopctl_memory.protocol import LoopMemory
 
 if TYPE_CHECKING:
+    from loopctl_memory import sync as sync  # the blocking API, a module of its own
     from loopctl_memory.builtin import InMemoryStore
     from loopctl_memory.lifecycle import ConsolidationConfig
     from loopctl_memory.sql.store import SqlMemoryStore, open_store
@@ -59,6 +60,10 @@ def __getattr__(name: str) -> Any:
         from loopctl_memory.sql import store  # noqa: PLC0415 - see above
 
         return getattr(store, name)
+    if name == "sync":  # `loopctl_memory.sync` without importing it first
+        import importlib  # noqa: PLC0415 - see above
+
+        return importlib.import_module("loopctl_memory.sync")
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
 

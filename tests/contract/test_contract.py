@@ -1255,7 +1255,7 @@ def test_builders_chain_like_the_crate():
 
 
 async def test_sqlite_file_keeps_everything_after_close_and_reopen(backend, store_factory):
-    if backend != "sqlite-file":
+    if base_backend(backend) != "sqlite-file":
         pytest.skip("only a SQLite file outlives its store; the others start empty when opened")
     first = await store_factory()
     entries = [

@@ -1,0 +1,524 @@
+"""The blocking API: :class:`SyncMemoryStore`, the SQL store for code without an event loop.
+
+Each store opened here runs its own event loop in a daemon thread, and every
+method hands its work to that loop and waits for the answer. Calls from many
+threads therefore run concurrently on the one loop, exactly as concurrent
+tasks do on the async :class:`~loopctl_memory.SqlMemoryStore`.
+
+Example:
+    >>> from loopctl_memory import MemoryCategory, MemoryEntry, sync
+    >>> with sync.open_store("memory.db") as store:  # doctest: +SKIP
+    ...     store.store(MemoryEntry(MemoryCategory.FACT, "CI runs make test", tags=["ci"]))
+    ...     for entry in store.retrieve("how does CI run", 5):
+    ...         print(entry.memory)
+    ...     agent = store.scope("team/agent-1")  # a view: same thread, same connections
+    ...     agent.store(MemoryEntry(MemoryCategory.INSIGHT, "Prefer Glob over find"))
+    ...     print(store.count(), agent.count(), store.scopes())
+    CI runs make test
+    1 1 [('', 1), ('team/agent-1', 1)]
+
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import sys
+import threading
+import uuid
+import warnings
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+)
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
+from loopctl_memory.errors import LoopMemoryError, StorageError
+from loopctl_memory.flat import FlatBatch
+from loopctl_memory.lifecycle import UNSET, ConsolidationConfig, Unset
+from loopctl_memory.sql.repository import Summary
+from loopctl_memory.sql.store import SqlMemoryStore
+
+__all__ = ["SyncMemoryStore", "open_store"]
+
+T = TypeVar("T")
+
+
+class _LoopThread:
+    """An event loop running in a daemon thread of its own, shared by a store and its views."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        # Held while checking `closed` and submitting work: once closed, nothing more
+        # reaches the loop, so no coroutine is left un-awaited on a stopped loop.
+        self._lock = threading.Lock()
+        self.closed = False
+        self.describe = "?"  # the store's target, once opened: for the "closed" error
+        # A daemon: an unclosed store must never keep the interpreter from exiting.
+        self.thread = threading.Thread(target=self._serve, name="loopctl-memory-loop", daemon=True)
+        try:
+            self.thread.start()
+        except BaseException:  # no thread to run it: nothing else will close the loop
+            self.loop.close()
+            raise
+
+    def _serve(self) -> None:
+        loop = self.loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:
+            try:
+                # Work still running when the store closed (another thread's call)
+                # ends here: cancelled, and its caller told the store is closed.
+                leftovers = asyncio.all_tasks(loop)
+                for task in leftovers:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                # The store's asyncio.to_thread workers (a consolidation pass): joined.
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+    def in_loop_thread(self) -> bool:
+        """Whether the caller runs on the loop itself (where waiting for it would deadlock)."""
+        return threading.current_thread() is self.thread
+
+    def closed_error(self) -> StorageError:
+        """The error the async store raises once closed."""
+        return StorageError(f"the store at {self.describe} is closed")
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the loop and wait for its result (or its exception, unchanged).
+
+        Raises:
+            StorageError: the store is closed (also when it closed while ``work`` ran).
+            RuntimeError: called from the loop's own thread (a ``clock`` calling the store).
+
+        """
+        if self.in_loop_thread():
+            work.close()
+            raise RuntimeError("a SyncMemoryStore cannot be called from its own event loop")
+        with self._lock:
+            if self.closed:
+                work.close()  # never awaited: closed here, so asyncio does not warn of it
+                raise self.closed_error()
+            future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            if self.closed:  # cancelled by close() in another thread
+                raise self.closed_error() from None
+            raise
+        finally:
+            # A no-op once done. A caller interrupted while waiting (KeyboardInterrupt)
+            # stops the work: the store rolls its transaction back.
+            future.cancel()
+
+    def close(self, store: SqlMemoryStore | None) -> None:
+        """Close ``store`` on the loop, stop the loop and join its thread. Idempotent.
+
+        A second caller (another thread) returns once the first has finished.
+        """
+        if self.in_loop_thread():
+            raise RuntimeError("a SyncMemoryStore cannot be closed from its own event loop")
+        with self._lock:
+            first = not self.closed
+            self.closed = True
+        if not first:
+            self.thread.join()
+            return
+        try:
+            if store is not None:
+                asyncio.run_coroutine_threadsafe(store.close(), self.loop).result()
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join()
+
+    def abandon(self, store: SqlMemoryStore) -> None:
+        """Release a store nobody closed (garbage-collected): as :meth:`close`, never raising."""
+        if sys.is_finalizing():
+            return  # the loop thread can no longer run; as a daemon it ends with the process
+        if not self.in_loop_thread():
+            with contextlib.suppress(LoopMemoryError):
+                self.close(store)
+            return
+        # Collected on the loop's own thread: it cannot wait for itself, so it closes
+        # the store and stops as its next piece of work, and the thread then ends.
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        self.loop.create_task(_close_then_stop(store, self.loop))
+
+
+async def _close_then_stop(store: SqlMemoryStore, loop: asyncio.AbstractEventLoop) -> None:
+    try:
+        with contextlib.suppress(LoopMemoryError):
+            await store.close()
+    finally:
+        loop.stop()
+
+
+async def _take(iterator: AsyncIterator[T], size: int) -> tuple[list[T], bool]:
+    """Up to ``size`` items of ``iterator``, and whether it may have more."""
+    taken: list[T] = []
+    try:
+        while len(taken) < size:
+            taken.append(await iterator.__anext__())
+    except StopAsyncIteration:
+        return taken, False
+    return taken, True
+
+
+def _iterate(
+    runner: _LoopThread, make: Callable[[], AsyncIterator[T]], batch_size: object
+) -> Iterator[T]:
+    """Drive an async iterator of the store on its loop, one hop a batch."""
+    # A bad batch_size gets one item a hop, so the first hop raises the store's own error.
+    hop = batch_size if type(batch_size) is int and batch_size >= 1 else 1
+    iterator: AsyncIterator[T] | None = None
+    more = True
+    try:
+        while more:
+            if iterator is None:
+                iterator = make()  # made here: on first next(), as an async iterator starts
+            batch, more = runner.run(_take(iterator, hop))
+            yield from batch
+    finally:
+        # Stopped early (close(), break, an error): close the async generator on the
+        # loop now. Not possible once the store is closed, nor from the loop's own
+        # thread; the loop's shutdown or its async-generator hooks close it then.
+        if (
+            more
+            and isinstance(iterator, AsyncGenerator)
+            and not runner.closed
+            and not runner.in_loop_thread()
+        ):
+            with contextlib.suppress(StorageError):  # closed meanwhile: see above
+                runner.run(iterator.aclose())
+
+
+class SyncMemoryStore:
+    """The SQL memory store with a blocking API, safe to share between threads.
+
+    Open one with :func:`open_store`. Every method is the method of the same name
+    of :class:`~loopctl_memory.SqlMemoryStore`, run to completion: the same
+    arguments, results and errors (each operation one transaction, committed or
+    rolled back as a whole). Calls from several threads run concurrently, as
+    concurrent tasks do on the async store.
+
+    Close it (or use ``with``): that closes the database connections and stops
+    the store's thread. A store garbage-collected unclosed warns with a
+    ``ResourceWarning`` and is then closed. Any method called after
+    :meth:`close` raises :class:`~loopctl_memory.StorageError`.
+    """
+
+    def __init__(
+        self,
+        runner: _LoopThread,
+        store: SqlMemoryStore,
+        *,
+        root: SyncMemoryStore | None = None,
+        descendants: bool = False,
+    ) -> None:
+        """Not for users: see :func:`open_store`, :meth:`scope` and :meth:`with_descendants`."""
+        self._runner = runner
+        self._store = store
+        self._root = root  # a view keeps its store alive: only the store warns if unclosed
+        self._descendants = descendants
+
+    # --- views ---
+
+    def scope(self, name: str, *, descendants: bool = False) -> SyncMemoryStore:
+        """A view limited to scope ``name`` (relative to this view's scope).
+
+        It writes into scope ``name`` and reads that scope's entries, with
+        ``descendants=True`` those of every scope below it too. It shares this
+        store's thread and connections: closing it closes the store.
+
+        Raises:
+            InvalidEntryError: ``name`` is not a non-empty ``/``-separated path of
+                at most 255 characters without empty segments.
+
+        """
+        view = self._store.scope(name, descendants=descendants)
+        return SyncMemoryStore(self._runner, view, root=self._root or self, descendants=descendants)
+
+    def with_descendants(self) -> SyncMemoryStore:
+        """A view of this store's scope and every scope below it; it writes where this one does."""
+        return SyncMemoryStore(
+            self._runner, self._store.with_descendants(), root=self._root or self, descendants=True
+        )
+
+    @property
+    def scope_name(self) -> str:
+        """The scope this store writes into (``""``: the root)."""
+        return self._store.scope_name
+
+    @property
+    def target(self) -> str:
+        """Where the store lives (":memory:", a file path, or a URL without password)."""
+        return self._store.target
+
+    # --- the LoopMemory contract, blocking ---
+
+    def store(self, entry: MemoryEntry) -> None:
+        """Store one entry durably.
+
+        Raises:
+            InvalidEntryError: the entry is not valid (nothing is stored).
+            DuplicateEntryError: an entry with this id is already stored.
+            StorageError: the database refused the write, or the store is closed.
+
+        """
+        self._runner.run(self._store.store(entry))
+
+    def store_many(self, entries: Iterable[MemoryEntry]) -> None:
+        """Store every entry in one transaction, in order: all of them or none.
+
+        ``entries`` is read in the calling thread, before anything is stored.
+
+        Raises:
+            InvalidEntryError: an entry is not valid (nothing is stored).
+            DuplicateEntryError: an id repeats in the batch or is already stored.
+            StorageError: the database refused the write, or the store is closed.
+
+        """
+        # Read here, not on the loop: a generator may use thread-local state, or this store.
+        self._runner.run(self._store.store_many(list(entries)))
+
+    def store_flat(self, batch: FlatBatch) -> None:
+        """Store a batch of already checked, flattened entries in one transaction.
+
+        See :meth:`loopctl_memory.SqlMemoryStore.store_flat`.
+        """
+        self._runner.run(self._store.store_flat(batch))
+
+    def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
+        """Return up to ``limit`` entries exactly as the reference ranks them.
+
+        Raises:
+            InvalidEntryError: ``query`` is not a str or ``limit`` is not an int >= 0.
+            StorageError: the store is closed or the database failed.
+
+        """
+        return self._runner.run(self._store.retrieve(query, limit))
+
+    def retrieve_scored(
+        self, query: str, limit: int, *, matched_only: bool = False
+    ) -> list[tuple[MemoryEntry, float]]:
+        """Like :meth:`retrieve`, each entry with the reference's score for ``query``.
+
+        ``matched_only``: leave out the entries that matched no query word or tag.
+        See :meth:`loopctl_memory.SqlMemoryStore.retrieve_scored`.
+        """
+        return self._runner.run(
+            self._store.retrieve_scored(query, limit, matched_only=matched_only)
+        )
+
+    def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
+        """Run a consolidation pass over the view's entries, in one transaction.
+
+        ``config`` defaults to the store's (``open_store(consolidation=...)``,
+        itself by default ``ConsolidationConfig()``, loopctl 0.1.0's pruning rule).
+        """
+        return self._runner.run(self._store.consolidate(config))
+
+    def count(self) -> int:
+        """Return the number of entries the store (or view) reads."""
+        return self._runner.run(self._store.count())
+
+    def is_empty(self) -> bool:
+        """Return whether the store (or view) reads no entry."""
+        return self._runner.run(self._store.is_empty())
+
+    # --- beyond the contract ---
+
+    def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
+        """Return the entry with this id, or None (also when it is in a scope not read here)."""
+        return self._runner.run(self._store.get(entry_id))
+
+    def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[uuid.UUID]:
+        """Up to ``limit`` ids of the view whose hexadecimal form starts with ``prefix``.
+
+        ``prefix`` is hexadecimal digits, dashes ignored, any case: a short id as
+        the CLI shows it.
+
+        Raises:
+            InvalidEntryError: ``prefix`` is empty, longer than an id or not hexadecimal.
+
+        """
+        return self._runner.run(self._store.ids_with_prefix(prefix, limit))
+
+    def delete(self, entry_id: uuid.UUID) -> bool:
+        """Delete the entry with this id; return whether it existed (in a scope read here)."""
+        return self._runner.run(self._store.delete(entry_id))
+
+    def update(
+        self,
+        entry_id: uuid.UUID,
+        *,
+        memory: str | Unset = UNSET,
+        category: MemoryCategory | str | Unset = UNSET,
+        tags: list[str] | Unset = UNSET,
+        relevance: float | Unset = UNSET,
+        validated: bool | Unset = UNSET,
+    ) -> MemoryEntry | None:
+        """Change the fields given of the entry with this id; return it updated, or None.
+
+        The entry keeps its id, ``created_at``, access stamps and place in
+        insertion order.
+
+        Raises:
+            InvalidEntryError: a new value is not valid (nothing changes).
+
+        """
+        return self._runner.run(
+            self._store.update(
+                entry_id,
+                memory=memory,
+                category=category,
+                tags=tags,
+                relevance=relevance,
+                validated=validated,
+            )
+        )
+
+    def forget(
+        self,
+        *,
+        older_than: datetime | timedelta | None = None,
+        category: MemoryCategory | str | None = None,
+        below: float | None = None,
+        everything: bool = False,
+    ) -> int:
+        """Delete, in one transaction, the entries that meet every condition given.
+
+        ``older_than``: created before this time (or this long before now);
+        ``category``: of this category; ``below``: relevance below this.
+        Return how many were deleted.
+
+        Raises:
+            InvalidEntryError: no condition is given and ``everything`` is not
+                True, or a condition is not valid.
+
+        """
+        return self._runner.run(
+            self._store.forget(
+                older_than=older_than, category=category, below=below, everything=everything
+            )
+        )
+
+    def scopes(self) -> list[tuple[str, int]]:
+        """(name, number of entries) of this scope and every scope below it, sorted by name."""
+        return self._runner.run(self._store.scopes())
+
+    def iter_entries(self, batch_size: int = 1_000) -> Iterator[MemoryEntry]:
+        """Yield every entry the view reads in insertion order, ``batch_size`` at a time.
+
+        Each batch is its own short read transaction, so the store stays usable
+        (from this thread too) while you iterate. Closing the iterator early
+        (``close()``, or leaving a ``for`` loop that owned it) releases it at
+        once. One iterator belongs to one thread at a time.
+        """
+        return _iterate(self._runner, lambda: self._store.iter_entries(batch_size), batch_size)
+
+    def iter_scoped_entries(self, batch_size: int = 1_000) -> Iterator[tuple[str, MemoryEntry]]:
+        """Like :meth:`iter_entries`, each entry with its scope relative to this view's."""
+        return _iterate(
+            self._runner, lambda: self._store.iter_scoped_entries(batch_size), batch_size
+        )
+
+    def summary(self) -> Summary:
+        """Count the view's entries: in all, by category, and in ten relevance bins."""
+        return self._runner.run(self._store.summary())
+
+    def storage_bytes(self) -> int:
+        """Bytes the store's tables and indexes take (a SQLite file's write-ahead log excluded)."""
+        return self._runner.run(self._store.storage_bytes())
+
+    def schema_revision(self) -> str | None:
+        """The alembic revision the database is at."""
+        return self._runner.run(self._store.schema_revision())
+
+    # --- lifecycle ---
+
+    @property
+    def closed(self) -> bool:
+        """Whether the store (closed through it or any of its views) is closed."""
+        return self._runner.closed
+
+    def close(self) -> None:
+        """Close the database connections and stop the store's thread. Idempotent, thread-safe.
+
+        Closing a view closes the whole store, as on the async store. A call still
+        running in another thread meanwhile ends with StorageError.
+        """
+        self._runner.close(self._store)
+
+    def __enter__(self) -> SyncMemoryStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        runner = getattr(self, "_runner", None)
+        if runner is None or self._root is not None or runner.closed:
+            return
+        # Closed first, so the async store, closed too, does not warn a second time.
+        runner.abandon(self._store)
+        warnings.warn(
+            f"SyncMemoryStore({runner.describe}) was never closed; use"
+            " `with sync.open_store(...)` or `store.close()`",
+            ResourceWarning,
+            stacklevel=2,
+        )
+
+    def __repr__(self) -> str:
+        scope = ""
+        if self._root is not None:
+            scope = f" scope {self.scope_name!r}" + (" and below" if self._descendants else "")
+        state = "closed" if self._runner.closed else "open"
+        return f"<SyncMemoryStore {self.target}{scope} ({state})>"
+
+
+def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> SyncMemoryStore:
+    """Open a :class:`SyncMemoryStore` at ``target``, migrating its schema to head.
+
+    ``target`` and ``options`` are those of :func:`loopctl_memory.open_store`
+    (``migrate``, ``busy_timeout``, ``track_access``, ``consolidation``, ...).
+    The store gets a thread of its own, running its event loop; close the
+    store (or use ``with``) to stop it.
+
+    Raises:
+        SchemaError: the schema is unknown, newer, or older and ``migrate`` is false.
+        StorageError: the database cannot be opened.
+        TypeError: an unknown option (no thread is left behind on any error).
+
+    """
+    runner = _LoopThread()
+    try:
+        store = runner.run(SqlMemoryStore.open(target, **options))
+    except BaseException:
+        runner.close(None)
+        raise
+    runner.describe = store.target
+    return SyncMemoryStore(runner, store)
