@@ -68,7 +68,11 @@ def top_scored(
         return []
     if wanted is None:
         scores = _scores(state, query, size)
-        return _best(_matched(scores, state.half[:size]) if matched_only else scores, limit)
+        return (
+            _best_matched(scores, state.half[:size], limit)
+            if matched_only
+            else _best(scores, limit)
+        )
     scope_of = state.scope_of[:size]
     in_scope = scope_of == wanted[0] if len(wanted) == 1 else np.isin(scope_of, wanted)
     universe = np.flatnonzero(in_scope)
@@ -80,16 +84,22 @@ def top_scored(
     else:
         scores = _scores(state, query, size)
         scores[~in_scope] = -np.inf
-        return _best(_matched(scores, state.half[:size]) if matched_only else scores, limit)
+        return (
+            _best_matched(scores, state.half[:size], limit)
+            if matched_only
+            else _best(scores, limit)
+        )
     if matched_only:
-        scores = _matched(scores, state.half[universe])
-    return [(int(universe[n]), score) for n, score in _best(scores, limit)]
+        best = _best_matched(scores, state.half[universe], limit)
+    else:
+        best = _best(scores, limit)
+    return [(int(universe[n]), score) for n, score in best]
 
 
-def _matched(scores: Scores, half: Scores) -> Scores:
-    """``scores`` with every entry the query left at its baseline (``half + 0.1``) removed."""
-    scores[scores <= half + _BASELINE] = -np.inf
-    return scores
+def _best_matched(scores: Scores, half: Scores, limit: int) -> list[tuple[int, float]]:
+    """:func:`_best` among the entries the query raised above their baseline (``half + 0.1``)."""
+    matched = np.flatnonzero(scores > half + _BASELINE)
+    return [(int(matched[n]), score) for n, score in _best(scores[matched], limit)]
 
 
 def _scores_within(state: RankingState, query: ParsedQuery, universe: Ints) -> Scores:
