@@ -105,20 +105,21 @@ def entry_to_dict(entry: MemoryEntry, scope: str = "") -> dict[str, Any]:
         "memory": entry.memory,
         "tags": list(entry.tags),
         "relevance": float(entry.relevance),
-        "created_at": _timestamp(entry.created_at),
+        "created_at": timestamp(entry.created_at),
         "access_count": entry.access_count,
         "validated": entry.validated,
     }
     if scope:
         fields["scope"] = scope
     if entry.last_accessed is not None:
-        fields["last_accessed"] = _timestamp(entry.last_accessed)
+        fields["last_accessed"] = timestamp(entry.last_accessed)
     if entry.last_decayed is not None:
-        fields["last_decayed"] = _timestamp(entry.last_decayed)
+        fields["last_decayed"] = timestamp(entry.last_decayed)
     return fields
 
 
-def _timestamp(moment: datetime) -> str:
+def timestamp(moment: datetime) -> str:
+    """``moment`` in UTC, ISO 8601 to the microsecond, as every export writes it."""
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 

@@ -31,7 +31,7 @@ from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import LoopMemoryError
-from loopctl_memory.jsonl import entry_to_dict
+from loopctl_memory.jsonl import entry_to_dict, timestamp
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import relative
 from loopctl_memory.sql.store import SqlMemoryStore, open_store
@@ -68,8 +68,26 @@ class Remembered(TypedDict):
     id: str
 
 
+class Recollection(TypedDict):
+    """A memory as ``recall`` shows it: what a model needs to use it, and its score."""
+
+    id: str
+    memory: str
+    score: float
+    category: str
+    tags: list[str]
+    relevance: float
+    created_at: str
+
+
+class Recalled(TypedDict):
+    """What ``recall`` answers: the memories, best first."""
+
+    memories: list[Recollection]
+
+
 class Memory(TypedDict, total=False):
-    """A memory as the tools show it."""
+    """Every field of a memory (``last_accessed`` only once it was recalled)."""
 
     id: str
     memory: str
@@ -80,13 +98,6 @@ class Memory(TypedDict, total=False):
     access_count: int
     validated: bool
     last_accessed: str
-    score: float
-
-
-class Recalled(TypedDict):
-    """What ``recall`` answers: the memories, best first."""
-
-    memories: list[Memory]
 
 
 class Forgotten(TypedDict):
@@ -112,7 +123,7 @@ class Stats(TypedDict):
     scopes: dict[str, int]
 
 
-def _memory(entry: MemoryEntry, score: float | None = None) -> Memory:
+def _memory(entry: MemoryEntry) -> Memory:
     fields = entry_to_dict(entry)
     shown = Memory(
         id=fields["id"],
@@ -126,9 +137,19 @@ def _memory(entry: MemoryEntry, score: float | None = None) -> Memory:
     )
     if "last_accessed" in fields:
         shown["last_accessed"] = fields["last_accessed"]
-    if score is not None:
-        shown["score"] = score
     return shown
+
+
+def _recollection(entry: MemoryEntry, score: float) -> Recollection:
+    return Recollection(
+        id=str(entry.id),
+        memory=entry.memory,
+        score=score,
+        category=entry.category.value,
+        tags=list(entry.tags),
+        relevance=float(entry.relevance),
+        created_at=timestamp(entry.created_at),
+    )
 
 
 def _entry_id(text: str) -> uuid.UUID:
@@ -214,7 +235,7 @@ def build_server(store: SqlMemoryStore) -> MCPServer:
             found = await view(scope).retrieve_scored(
                 query, limit, matched_only=not include_unmatched
             )
-            return Recalled(memories=[_memory(entry, score) for entry, score in found])
+            return Recalled(memories=[_recollection(entry, score) for entry, score in found])
 
     @server.tool(annotations=reads)
     async def update_memory(

@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -89,6 +90,7 @@ async def test_remember_then_recall_finds_it_with_the_reference_score(db):
     assert ["ci"] == memory["tags"]
     assert 0.5 == memory["relevance"]
     assert memory["created_at"].endswith("+00:00")
+    assert {"id", "memory", "score", "category", "tags", "relevance", "created_at"} == set(memory)
     async with open_store(db) as store:
         [(entry, in_process)] = await store.retrieve_scored("make test lint", 1)
     assert str(entry.id) == made["id"]
@@ -112,20 +114,27 @@ async def test_recall_pads_with_unmatched_only_when_asked_and_caps_the_limit(db)
     assert [] == unmatched_only
 
 
+async def _access_count(db: Path, entry_id: str) -> tuple[int, bool]:
+    """The entry's access count, and whether it has a last access time."""
+    async with open_store(db) as store:
+        entry = await store.get(uuid.UUID(entry_id))
+    assert entry is not None
+    return entry.access_count, entry.last_accessed is not None
+
+
 async def test_recall_stamps_access_unless_the_server_is_told_not_to(db, tmp_path):
     async with server(db) as client:
-        await call(client, "remember", memory="stamped on recall")
-        [first] = (await call(client, "recall", query="stamped"))["memories"]
-        [second] = (await call(client, "recall", query="stamped"))["memories"]
-    assert (1, 2) == (first["access_count"], second["access_count"])
-    assert "last_accessed" in second
+        made = await call(client, "remember", memory="stamped on recall")
+        await call(client, "recall", query="stamped")
+        await call(client, "recall", query="stamped")
+        await call(client, "recall", query="unrelated", include_unmatched=True)
+    assert (2, True) == await _access_count(db, made["id"])
     other = tmp_path / "untracked.db"
     async with server(other, "--no-track-access") as client:
-        await call(client, "remember", memory="never stamped")
-        await call(client, "recall", query="never")
-        [memory] = (await call(client, "recall", query="never"))["memories"]
-    assert 0 == memory["access_count"]
-    assert "last_accessed" not in memory
+        made = await call(client, "remember", memory="never stamped")
+        [found] = (await call(client, "recall", query="never"))["memories"]
+    assert made["id"] == found["id"]
+    assert (0, False) == await _access_count(other, made["id"])
 
 
 async def test_update_and_forget(db):
@@ -185,7 +194,7 @@ async def test_a_client_can_narrow_the_servers_scope_but_never_leave_it(db):
             (entry.memory, "team") for entry in await store.scope("team").retrieve("note", 5)
         ]
         assert 1 == await store.count()
-        found = await store.scope("team").get(__import__("uuid").UUID(made["id"]))
+        found = await store.scope("team").get(uuid.UUID(made["id"]))
         assert found is not None
 
 
