@@ -492,8 +492,9 @@ def search(settings: _Settings, query: str, limit: int, as_json: bool) -> None:
 
     async def work(store: SqlMemoryStore) -> list[SearchResult]:
         scored = await store.retrieve_scored(query, limit)
-        return [
-            SearchResult(entry, score, await short_id(store, entry.id)) for entry, score in scored
+        return [  # the JSON has the full ids: no short ids to look up
+            SearchResult(entry, score, "" if as_json else await short_id(store, entry.id))
+            for entry, score in scored
         ]
 
     found = _with_store(settings, work)
