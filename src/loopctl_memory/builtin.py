@@ -145,18 +145,22 @@ class InMemoryStore:
                         entry.last_accessed = now
         return [(copy_entry(entry), score) for score, entry in chosen]
 
-    async def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
+    async def consolidate(
+        self, config: ConsolidationConfig | None = None, *, vacuum: bool = False
+    ) -> ConsolidationStats:
         """Run a consolidation pass; return what it did.
 
         ``config`` defaults to the store's (by default loopctl 0.1.0's rule:
         drop every entry whose relevance, as binary32, is below 0.05). Any
         other config runs :func:`lifecycle.consolidate_entries`: merged entries
-        take the place of their cluster's first member.
+        take the place of their cluster's first member. ``vacuum`` is accepted
+        for the SQL store's sake and does nothing: a list has no free pages.
 
         Raises:
             InvalidEntryError: ``config`` is not a ConsolidationConfig.
 
         """
+        del vacuum
         config = self._consolidation if config is None else _check_config(config)
         if not config.is_reference:
             result = lifecycle.consolidate_entries(self._entries, config, self._now())

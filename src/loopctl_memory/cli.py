@@ -66,6 +66,8 @@ class _Settings:
     """Where ``db`` came from, for messages: "--db", the variable, or "the default"."""
     scope: str | None = None
     """The scope every command works in (None: the root)."""
+    read_only: bool = False
+    """Open the database without writing anything (``--read-only``)."""
 
     def target(self) -> str:
         """The database as given, or the default file."""
@@ -120,9 +122,12 @@ async def _opened(
     """
     from loopctl_memory.sql.store import open_store
 
+    create = create and not settings.read_only
     target = settings.locate(create=create)
     async with open_store(
-        target, migrate="create" if create or settings.is_memory() else False
+        target,
+        migrate="create" if create or settings.is_memory() else False,
+        read_only=settings.read_only,
     ) as store:
         view = store if settings.scope is None else store.scope(settings.scope)
         yield view.with_descendants() if descendants else view
@@ -298,6 +303,12 @@ async def short_id(store: SqlMemoryStore, entry_id: uuid.UUID) -> str:
 # --- the commands ----------------------------------------------------------------------
 
 
+def _refuse_read_only(settings: _Settings, command: str) -> None:
+    """A command that writes the schema says so under ``--read-only``."""
+    if settings.read_only:
+        raise click.UsageError(f"`{command}` writes the database's schema: not with --read-only")
+
+
 @click.group(
     name=PROG,
     cls=_Cli,
@@ -323,10 +334,18 @@ async def short_id(store: SqlMemoryStore, entry_id: uuid.UUID) -> str:
     help="Work in this scope ('acme/support/agent-7'): its memories only; "
     "`export`, `stats` and `scopes` cover the scopes below it too. Default: the root.",
 )
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Open the database without writing anything (a read-only file, mount or "
+    "directory): reads work, writes are refused.",
+)
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 @click.version_option(package_name="loopctl-memory", prog_name=PROG)
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, scope: str | None, debug: bool) -> None:
+def cli(
+    ctx: click.Context, db: str | None, scope: str | None, read_only: bool, debug: bool
+) -> None:
     """Durable memory for agent loops: store, search and maintain memories."""
     del debug  # read by _Cli.invoke, which handles the errors
     if scope:
@@ -343,7 +362,7 @@ def cli(ctx: click.Context, db: str | None, scope: str | None, debug: bool) -> N
         source = DB_ENVVAR
     else:
         source = "--db"
-    ctx.obj = _Settings(db=db or None, source=source, scope=scope or None)
+    ctx.obj = _Settings(db=db or None, source=source, scope=scope or None, read_only=read_only)
 
 
 @cli.command(epilog=_example(f"{PROG} init", f"{PROG} --db ./agent.db init"))
@@ -352,6 +371,7 @@ def init(settings: _Settings) -> None:
     """Create the database, or bring its schema to the newest revision."""
     from loopctl_memory import migrate
 
+    _refuse_read_only(settings, "init")
     before, after = _run(migrate.migrate_to(settings.locate(create=True), "head"))
     where = settings.resolved().describe()
     if before is None:
@@ -389,6 +409,7 @@ def migrate_command(settings: _Settings, revision: str | None, list_only: bool, 
         wanted = migrate.resolve(revision or "head")
     except SchemaError as exc:
         raise click.BadParameter(str(exc), ctx=context, param_hint="'--to'") from None
+    _refuse_read_only(settings, "migrate")
     target = settings.locate(create=True)
     where = settings.resolved().describe()
     if not yes:
@@ -600,6 +621,7 @@ def _duration(
         f"{PROG} consolidate",
         f"{PROG} consolidate --yes --json",
         f"{PROG} consolidate --full --half-life 7d --yes",
+        f"{PROG} consolidate --yes --vacuum",
     )
 )
 @click.option(
@@ -615,6 +637,11 @@ def _duration(
     "(default 14d).",
 )
 @click.option("--no-merge", is_flag=True, help="With --full: do not merge near-duplicates.")
+@click.option(
+    "--vacuum",
+    is_flag=True,
+    help="Then give the free pages back to the disk (an older SQLite file is rewritten).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
 @click.pass_obj
@@ -624,6 +651,7 @@ def consolidate(
     full: bool,
     half_life: timedelta | None,
     no_merge: bool,
+    vacuum: bool,
     yes: bool,
     as_json: bool,
 ) -> None:
@@ -631,6 +659,11 @@ def consolidate(
 
     With --full, also decay relevance with time, merge near-duplicates and
     prune on quality (loopctl's later consolidation pass).
+
+    The space of deleted memories stays in the file for later ones; with
+    --vacuum its free pages are given back to the disk (`stats` shows them as
+    "free"). A file made by an older version is rewritten whole for that, and
+    no other program may write to it meanwhile.
     """
     from loopctl_memory.lifecycle import ConsolidationConfig
 
@@ -651,8 +684,9 @@ def consolidate(
                 if full
                 else "Delete every memory with relevance below 0.05"
             )
-            _confirm(f"{what} of {_where(store)} ({total} stored)?")
-        return _where(store), await store.consolidate(config)
+            then = ", then give the free space back" if vacuum else ""
+            _confirm(f"{what} of {_where(store)} ({total} stored){then}?")
+        return _where(store), await store.consolidate(config, vacuum=vacuum)
 
     where, stats = _with_store(settings, work)
     if as_json:
@@ -675,6 +709,7 @@ def stats(settings: _Settings, as_json: bool) -> None:
         return StoreStats(
             database=store.target if file is None else str(file.resolve()),
             size_bytes=database_size(file) if file else await store.storage_bytes(),
+            free_bytes=await store.free_bytes(),
             schema_revision=await store.schema_revision(),
             summary=await store.summary(),
             scope=store.scope_name,
@@ -725,7 +760,9 @@ def export_command(settings: _Settings, output: Path | None) -> None:
 @cli.command(
     "import",
     epilog=_example(
-        f"{PROG} import memories.jsonl", f"tail -n +5001 memories.jsonl | {PROG} import -"
+        f"{PROG} import memories.jsonl",
+        f"{PROG} import --on-duplicate skip memories.jsonl",
+        f"tail -n +5001 memories.jsonl | {PROG} import -",
     ),
 )
 @click.argument(
@@ -738,36 +775,61 @@ def export_command(settings: _Settings, output: Path | None) -> None:
     show_default=True,
     help="Entries stored per transaction.",
 )
+@click.option(
+    "--on-duplicate",
+    type=click.Choice(["fail", "skip"]),
+    default="fail",
+    show_default=True,
+    help="A line whose id is already stored (in any scope) or on an earlier line: "
+    "stop the import there, or skip the line.",
+)
 @click.pass_obj
-def import_command(settings: _Settings, file: Path, batch_size: int) -> None:
+def import_command(settings: _Settings, file: Path, batch_size: int, on_duplicate: str) -> None:
     """Store every entry of a JSON Lines FILE ('-' for standard input), as `export` writes them.
 
     Each batch of lines is one transaction: a bad line stops the import before
-    its batch is stored, and the error names the line.
+    its batch is stored, and the error names the line. So does a line whose id
+    is already stored, unless --on-duplicate skip: then such lines are skipped
+    and counted, and importing a file again finishes an import that stopped
+    half way.
     """
-    from loopctl_memory.jsonl import ImportFailedError, ImportReport, import_jsonl
+    from loopctl_memory.errors import DuplicateEntryError
+    from loopctl_memory.jsonl import ImportFailedError, ImportReport, OnDuplicate, import_jsonl
     from loopctl_memory.views import ImportProgress
 
     piped = str(file) == "-"
     name = "standard input" if piped else str(file)
     progress = ImportProgress(None if piped else file.stat().st_size)
+    mode: OnDuplicate = "skip" if on_duplicate == "skip" else "fail"
 
     def work(store: SqlMemoryStore) -> Awaitable[ImportReport]:
         source = sys.stdin.buffer if piped else file
-        return import_jsonl(store, source, batch_size=batch_size, on_progress=progress.advance)
+        return import_jsonl(
+            store, source, batch_size=batch_size, on_progress=progress.advance, on_duplicate=mode
+        )
 
     try:
         with progress:
-            imported = _with_store(settings, work, create=True).entries
+            report = _with_store(settings, work, create=True)
     except ImportFailedError as exc:
-        if not exc.imported:
+        duplicate = isinstance(exc.__cause__, DuplicateEntryError)
+        if duplicate and mode == "fail":
+            advice = "to skip the lines whose id is already stored, import it again"
+            advice += " with --on-duplicate skip"
+        elif duplicate:
+            advice = "another writer stored the same ids meanwhile; import it again"
+            advice += " with --on-duplicate skip"
+        elif mode == "skip":
+            advice = "fix the input and import it again with --on-duplicate skip"
+        elif not exc.imported:
             advice = "fix the input and import it again"
         elif piped:
             advice = f"fix the input and import its lines from {exc.resume_line} on"
         else:
             advice = f"fix the file, then `tail -n +{exc.resume_line} {file} | {PROG} import -`"
         raise click.ClickException(_one_line(f"{name} {exc}: {advice}")) from exc
-    click.echo(f"Imported {imported} entries from {name}")
+    skipped = f", skipped {report.skipped} already stored" if mode == "skip" else ""
+    click.echo(f"Imported {report.entries} entries from {name}{skipped}")
 
 
 @cli.command(
@@ -929,8 +991,16 @@ def mcp(settings: _Settings, track_access: bool) -> None:
     """
     from loopctl_memory.mcp_server import serve
 
-    target = settings.locate(create=True)
-    _run(serve(target, scope=settings.scope, track_access=track_access))
+    read_only = settings.read_only
+    target = settings.locate(create=not read_only)
+    _run(
+        serve(
+            target,
+            scope=settings.scope,
+            track_access=track_access and not read_only,  # a stamp is a write
+            read_only=read_only,
+        )
+    )
 
 
 def main() -> None:

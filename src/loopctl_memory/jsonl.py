@@ -14,7 +14,9 @@ to the same float; ``created_at`` is ISO 8601 in UTC with microseconds; text is
 UTF-8 rather than ASCII escapes; there is no whitespace between tokens.
 
 :func:`export_jsonl` writes a store's entries in insertion order;
-:func:`import_jsonl` stores a file's, a batch a transaction.
+:func:`import_jsonl` stores a file's, a batch a transaction, and either stops at
+an id already stored or skips its line (so that an import stopped half way is
+finished by running it again).
 """
 
 from __future__ import annotations
@@ -25,16 +27,16 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
 from loopctl_memory import scopes
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, check_entry
-from loopctl_memory.errors import InvalidEntryError, LoopMemoryError
+from loopctl_memory.errors import DuplicateEntryError, InvalidEntryError, LoopMemoryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, FlatEntry, flat_entry
 
 if TYPE_CHECKING:
@@ -354,6 +356,17 @@ class Batch:
     last_line: int
     entries: FlatBatch
     consumed: int
+    blanks: list[int] = field(default_factory=list)
+    """The numbers of the blank lines among them, in order (usually none)."""
+
+    def line_of(self, index: int) -> int:
+        """The line number of entry ``index`` (from 0) of the batch."""
+        number = self.first_line + index
+        for blank in self.blanks:
+            if blank > number:
+                break
+            number += 1
+        return number
 
 
 def read_batches(lines: Iterable[bytes], batch_size: int) -> Iterator[Batch]:
@@ -370,11 +383,13 @@ def read_batches(lines: Iterable[bytes], batch_size: int) -> Iterator[Batch]:
     first = 1
     consumed = 0
     number = 0
+    blanks: list[int] = []
     for number, raw in enumerate(lines, start=1):
         consumed += len(raw)
         if number == 1 and raw.startswith(_UTF8_BOM):
             raw = raw[len(_UTF8_BOM) :]  # noqa: PLW2901 - the BOM is not part of the line
         if not raw or raw.isspace():
+            blanks.append(number)
             continue
         try:
             entry, tags = flat_from_json(raw)
@@ -382,12 +397,13 @@ def read_batches(lines: Iterable[bytes], batch_size: int) -> Iterator[Batch]:
             raise LineError(number, str(exc)) from None
         flat.add(entry, tags)
         if len(flat) == batch_size:
-            yield Batch(first, number, flat, consumed)
+            yield Batch(first, number, flat, consumed, blanks)
             flat = FlatBatch([], [])
             first = number + 1
             consumed = 0
+            blanks = []
     if len(flat) or consumed:
-        yield Batch(first, number, flat, consumed)
+        yield Batch(first, number, flat, consumed, blanks)
 
 
 # --- import and export ----------------------------------------------------------------
@@ -397,42 +413,81 @@ class ImportFailedError(LoopMemoryError):
     """An import stopped at a bad line or a refused batch; the batches before it are stored.
 
     The error that stopped it (a :class:`LineError`, a ``DuplicateEntryError``,
-    a ``StorageError``) is chained as ``__cause__``.
+    a ``StorageError``) is chained as ``__cause__``. A batch refused for an id
+    already stored, or repeated within it, is looked at again once refused, and
+    the message names the first such line and its id.
 
     Attributes:
         lines: the bad line, or the first and last lines of the refused batch.
         resume_line: the first line not stored: where a corrected import resumes.
         imported: the entries stored before it.
+        skipped: the lines skipped before it (``on_duplicate="skip"``): their id
+            was already stored or on an earlier line.
+        duplicate_line: the first line of the refused batch whose id was already
+            stored (or on an earlier line of the batch); None when not known.
+        duplicate_id: that line's id; None when not known.
 
     """
 
     def __init__(
-        self, lines: tuple[int, int] | int, resume_line: int, imported: int, reason: str
+        self,
+        lines: tuple[int, int] | int,
+        resume_line: int,
+        imported: int,
+        reason: str,
+        *,
+        skipped: int = 0,
+        duplicate_line: int | None = None,
+        duplicate_id: uuid.UUID | None = None,
     ) -> None:
         where = f"lines {lines[0]}-{lines[1]}" if isinstance(lines, tuple) else f"line {lines}"
-        done = "nothing was imported"
         if imported:
             done = f"the {imported} entries before line {resume_line} were imported"
+            if skipped:
+                done += f" ({skipped} more were already stored)"
             done += ", none from it on"
+        elif skipped:
+            done = (
+                f"nothing was imported (the {skipped} entries before line {resume_line}"
+                " were already stored)"
+            )
+        else:
+            done = "nothing was imported"
         super().__init__(f"{where}: {reason}; {done}")
         self.lines = lines
         self.resume_line = resume_line
         self.imported = imported
+        self.skipped = skipped
+        self.duplicate_line = duplicate_line
+        self.duplicate_id = duplicate_id
 
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
-    """What :func:`import_jsonl` stored."""
+    """What :func:`import_jsonl` stored, and what it skipped."""
 
     entries: int
+    skipped: int
+    """Lines not stored because their id was already stored or on an earlier line
+    (``on_duplicate="skip"``)."""
     batches: int
-    """Transactions: the batches that held an entry."""
+    """Transactions: the batches that stored an entry."""
     elapsed: float
     """Seconds, from the first line read to the last batch committed."""
 
 
 Progress = Callable[[int, int], None]
 """Called after each batch with the entries stored so far and the bytes the batch took."""
+
+OnDuplicate = Literal["fail", "skip"]
+"""What :func:`import_jsonl` does with a line whose id is already stored."""
+
+_ON_DUPLICATE = ("fail", "skip")
+
+SKIP_ATTEMPTS = 3
+"""Times a batch is read and written when skipping: another writer may store one of
+its ids between the read and the write, and the batch is then read again, but not
+for ever."""
 
 
 async def import_jsonl(
@@ -441,6 +496,7 @@ async def import_jsonl(
     *,
     batch_size: int = IMPORT_BATCH,
     on_progress: Progress | None = None,
+    on_duplicate: OnDuplicate = "fail",
 ) -> ImportReport:
     """Store every entry of a JSON Lines file or binary stream, as :func:`export_jsonl` writes.
 
@@ -451,16 +507,29 @@ async def import_jsonl(
     where the store's own indexing runs too: an application whose loop must
     never pause that long should run the import on a loop in another thread.
 
+    ``on_duplicate`` says what a line whose id is already stored does (ids are
+    unique across the store: an entry of any scope counts, as does a line
+    earlier in the input). ``"fail"`` (the default): its batch is refused and
+    the import stops, naming the line and the id. ``"skip"``: the line is
+    skipped and counted in :attr:`ImportReport.skipped`, and the rest of its
+    batch stored; importing a file again this way finishes an import that
+    stopped half way, and stores exactly what one whole import would have.
+    It costs one read of the id index a batch.
+
     Raises:
         ImportFailedError: a line is not a valid entry, or a batch was refused (an
             id already stored, or the database failed); what was stored before is
             kept and counted.
-        InvalidEntryError: ``batch_size`` is not a positive int.
+        InvalidEntryError: ``batch_size`` is not a positive int, or
+            ``on_duplicate`` is neither ``"fail"`` nor ``"skip"``.
         OSError: the source cannot be read.
 
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidEntryError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    if not isinstance(on_duplicate, str) or on_duplicate not in _ON_DUPLICATE:
+        raise InvalidEntryError(f"on_duplicate must be 'fail' or 'skip', got {on_duplicate!r}")
+    skip = on_duplicate == "skip"
     with contextlib.ExitStack() as stack:
         if isinstance(source, str | os.PathLike):
             # A local file: its reads, like the parsing, are short next to each write.
@@ -469,23 +538,113 @@ async def import_jsonl(
             stream = source
         started = time.perf_counter()
         batches = read_batches(stream, batch_size)
-        stored = count = 0
+        stored = skipped = count = 0
         resume_line = 1
         try:
             for batch in batches:
                 try:
-                    await store.store_flat(batch.entries)
+                    if skip:
+                        kept = await _store_new(store, batch.entries)
+                    else:
+                        await store.store_flat(batch.entries)
+                        kept = len(batch.entries)
                 except LoopMemoryError as exc:
-                    lines = (batch.first_line, batch.last_line)
-                    raise ImportFailedError(lines, resume_line, stored, str(exc)) from exc
-                stored += len(batch.entries)
-                count += len(batch.entries) > 0
+                    refused = ImportFailedError(
+                        (batch.first_line, batch.last_line),
+                        resume_line,
+                        stored,
+                        str(exc),
+                        skipped=skipped,
+                    )
+                    if isinstance(exc, DuplicateEntryError):
+                        refused = await _named_duplicate(store, batch, refused)
+                    raise refused from exc
+                stored += kept
+                skipped += len(batch.entries) - kept
+                count += kept > 0
                 resume_line = batch.last_line + 1
                 if on_progress is not None:
                     on_progress(stored, batch.consumed)
         except LineError as exc:
-            raise ImportFailedError(exc.number, resume_line, stored, exc.reason) from exc
-    return ImportReport(stored, count, time.perf_counter() - started)
+            raise ImportFailedError(
+                exc.number, resume_line, stored, exc.reason, skipped=skipped
+            ) from exc
+    return ImportReport(stored, skipped, count, time.perf_counter() - started)
+
+
+async def _store_new(store: SqlMemoryStore, batch: FlatBatch) -> int:
+    """Store, in one transaction, the entries of ``batch`` whose ids are new; return how many.
+
+    Raises:
+        DuplicateEntryError: other writers stored one of the ids between the read
+            and the write, :data:`SKIP_ATTEMPTS` times in a row.
+
+    """
+    ids = [uuid.UUID(hex=entry[0]) for entry in batch.entries]
+    for _ in range(SKIP_ATTEMPTS - 1):
+        fresh = _new_entries(batch, await store.existing_ids(ids))
+        with contextlib.suppress(DuplicateEntryError):  # stored meanwhile: read again
+            await store.store_flat(fresh)
+            return len(fresh)
+    fresh = _new_entries(batch, await store.existing_ids(ids))
+    await store.store_flat(fresh)
+    return len(fresh)
+
+
+def _new_entries(batch: FlatBatch, stored: set[uuid.UUID]) -> FlatBatch:
+    """The entries of ``batch`` whose id is neither ``stored`` nor on an earlier entry, and tags."""
+    seen = {entry_id.hex for entry_id in stored}
+    kept = FlatBatch([], [])
+    renumbered: dict[int, int] = {}  # an entry's index in the batch -> in kept
+    for index, entry in enumerate(batch.entries):
+        if entry[0] not in seen:
+            seen.add(entry[0])
+            renumbered[index] = len(kept.entries)
+            kept.entries.append(entry)
+    if len(kept) == len(batch):
+        return batch
+    kept.tags = [
+        (renumbered[index], position, tag, lower)
+        for index, position, tag, lower in batch.tags
+        if index in renumbered
+    ]
+    return kept
+
+
+async def _named_duplicate(
+    store: SqlMemoryStore, batch: Batch, refused: ImportFailedError
+) -> ImportFailedError:
+    """``refused`` again, naming the first line of ``batch`` whose id was taken, and the id.
+
+    Looked for only once the batch was refused, so that an import that stores
+    every batch reads nothing more. When the ids cannot be read (or another
+    writer removed the clashing entry meanwhile), ``refused`` as it was.
+    """
+    ids = [uuid.UUID(hex=entry[0]) for entry in batch.entries.entries]
+    try:
+        stored = await store.existing_ids(ids)
+    except LoopMemoryError:
+        stored = set()  # the ids repeated within the batch can still be named
+    first_line: dict[uuid.UUID, int] = {}
+    for index, entry_id in enumerate(ids):
+        number = batch.line_of(index)
+        if entry_id in stored:
+            reason = f"line {number}: an entry with id {entry_id} is already stored"
+        elif first_line.setdefault(entry_id, number) != number:
+            reason = f"line {number}: id {entry_id} is already on line {first_line[entry_id]}"
+            reason += " (the same id twice)"
+        else:
+            continue
+        return ImportFailedError(
+            refused.lines,
+            refused.resume_line,
+            refused.imported,
+            reason,
+            skipped=refused.skipped,
+            duplicate_line=number,
+            duplicate_id=entry_id,
+        )
+    return refused
 
 
 async def export_jsonl(

@@ -346,11 +346,22 @@ class _tool_errors:  # noqa: N801 - reads as a statement: `with _tool_errors():`
 
 
 async def serve(
-    target: str, *, scope: str | None = None, track_access: bool = True, create: bool = True
+    target: str,
+    *,
+    scope: str | None = None,
+    track_access: bool = True,
+    read_only: bool = False,
 ) -> None:
-    """Open the store at ``target`` and serve it over stdio until the client hangs up."""
+    """Open the store at ``target`` and serve it over stdio until the client hangs up.
+
+    A new database is created; an existing one is never migrated behind its
+    owner's back. ``read_only``: the tools that write answer with an error.
+    """
     async with open_store(
-        target, migrate="create" if create else False, track_access=track_access
+        target,
+        migrate=False if read_only else "create",
+        track_access=track_access,
+        read_only=read_only,
     ) as store:
         view = store if scope is None else store.scope(scope)
         await _serve_stdio(build_server(view))

@@ -328,13 +328,17 @@ class SyncMemoryStore:
             self._store.retrieve_scored(query, limit, matched_only=matched_only)
         )
 
-    def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
+    def consolidate(
+        self, config: ConsolidationConfig | None = None, *, vacuum: bool = False
+    ) -> ConsolidationStats:
         """Run a consolidation pass over the view's entries, in one transaction.
 
         ``config`` defaults to the store's (``open_store(consolidation=...)``,
         itself by default ``ConsolidationConfig()``, loopctl 0.1.0's pruning rule).
+        ``vacuum=True``: then give the database's free space back (see
+        :meth:`loopctl_memory.SqlMemoryStore.consolidate`).
         """
-        return self._runner.run(self._store.consolidate(config))
+        return self._runner.run(self._store.consolidate(config, vacuum=vacuum))
 
     def count(self) -> int:
         """Return the number of entries the store (or view) reads."""

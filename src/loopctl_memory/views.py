@@ -153,12 +153,15 @@ class StoreStats:
     scope: str = ""
     scopes: Sequence[tuple[str, int]] = ()
     """(name, entries) of the scope and each below it that holds entries."""
+    free_bytes: int | None = None
+    """Of ``size_bytes``, the free pages kept for later writes (None: not known)."""
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable form printed by ``stats --json``."""
         return {
             "database": self.database,
             "size_bytes": self.size_bytes,
+            "free_bytes": self.free_bytes,
             "schema_revision": self.schema_revision,
             "scope": self.scope,
             "entries": self.summary.entries,
@@ -176,6 +179,9 @@ def stats_view(stats: StoreStats) -> Group:
     overview.add_column("value")
     overview.add_row("database", Text(stats.database))
     overview.add_row("size", size)
+    if stats.free_bytes is not None:  # a SQLite file's free pages, kept for later writes
+        hint = " (given back by consolidate --vacuum)" if stats.free_bytes else ""
+        overview.add_row("free", _human_size(stats.free_bytes) + hint)
     overview.add_row("schema revision", str(stats.schema_revision))
     if stats.scope:
         overview.add_row("scope", Text(stats.scope))

@@ -23,9 +23,11 @@ TOOLS = {"remember", "recall", "update_memory", "forget_memory", "consolidate", 
 
 
 @asynccontextmanager
-async def server(db: Path, *options: str, scope: str | None = None) -> AsyncIterator[Client]:
-    """A connected client of `loopctl-memory --db DB [--scope S] mcp OPTIONS`."""
-    scoped = ["--scope", scope] if scope else []
+async def server(
+    db: Path, *options: str, scope: str | None = None, read_only: bool = False
+) -> AsyncIterator[Client]:
+    """A connected client of `loopctl-memory --db DB [--scope S] [--read-only] mcp OPTIONS`."""
+    scoped = (["--scope", scope] if scope else []) + (["--read-only"] if read_only else [])
     parameters = StdioServerParameters(
         command=str(ENTRY_POINT), args=["--db", str(db), *scoped, "mcp", *options]
     )
@@ -301,3 +303,16 @@ async def test_concurrent_calls_on_one_server(db):
         )
         found = (await call(client, "recall", query="parallel", limit=50))["memories"]
     assert {memory["id"] for memory in made} == {memory["id"] for memory in found}
+
+
+async def test_a_read_only_server_recalls_and_refuses_writes(db):
+    async with open_store(db) as store:
+        await store.store(MemoryEntry(MemoryCategory.FACT, "served read only"))
+    before = db.read_bytes()
+    async with server(db, read_only=True) as client:
+        [found] = (await call(client, "recall", query="served"))["memories"]
+        assert "served read only" == found["memory"]
+        assert "read-only" in await error_of(client, "remember", memory="refused")
+        assert "read-only" in await error_of(client, "forget_memory", id=found["id"])
+        assert 1 == (await call(client, "memory_stats"))["entries"]
+    assert before == db.read_bytes()

@@ -10,6 +10,7 @@ where mounting is not permitted they are skipped.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import shutil
 import sqlite3
@@ -189,28 +190,66 @@ async def test_a_read_only_file_at_an_older_revision_is_refused_and_untouched(tm
     shutil.copyfile(FIXTURES / "memory-0001.db", path)
     before = path.read_bytes()
     with read_only(path):
-        with pytest.raises(StorageError, match="readonly"):
+        with pytest.raises(StorageError, match=r"read-only.*--read-only"):
             await open_store(path)
         with pytest.raises(SchemaError, match="0001"):
             await open_store(path, migrate=False)
+        with pytest.raises(SchemaError, match="0001"):
+            await open_store(path, read_only=True)
     assert before == path.read_bytes()
 
 
-async def test_a_database_in_a_read_only_directory_is_refused_and_untouched(tmp_path):
+async def test_a_database_on_a_read_only_mount_is_read_with_read_only_and_untouched(tmp_path):
     """A WAL database needs its -shm file next to it: without a way to create one,
-    SQLite cannot open it, even to read."""
+    SQLite opens it only as immutable, which a read-only mount makes true."""
     directory = tmp_path / "data"
     directory.mkdir()
     path = directory / "memory.db"
-    await _filled(path)
+    entries = await _filled(path)
     before = {file.name: file.read_bytes() for file in directory.iterdir()}
     with read_only(directory):
-        with pytest.raises(StorageError, match="unable to open") as caught:
+        with pytest.raises(StorageError, match=r"read-only.*read_only=True") as caught:
             await open_store(path)
         assert isinstance(caught.value.__cause__, Exception)
         with pytest.raises(StorageError, match="unable to open"):
             await open_store(directory / "new.db")
+        with pytest.raises(StorageError, match="no database at"):
+            await open_store(directory / "new.db", read_only=True)
+        async with open_store(path, read_only=True) as store:
+            assert entries == await _contents(store)
+            assert entries[:3] == await store.retrieve("kept", 3)
+            for write in (
+                lambda: store.store(MemoryEntry(MemoryCategory.FACT, "new")),
+                lambda: store.store_many(_entries("new", 5)),
+                lambda: store.delete(entries[0].id),
+                lambda: store.update(entries[0].id, relevance=0.5),
+                lambda: store.forget(everything=True),
+                store.consolidate,
+            ):
+                with pytest.raises(StorageError, match="read-only"):
+                    await write()
+            assert entries == await _contents(store)
     assert before == {file.name: file.read_bytes() for file in directory.iterdir()}
+
+
+def test_the_cli_reads_a_read_only_mount_with_read_only(tmp_path, monkeypatch):
+    monkeypatch.delenv(DB_ENVVAR, raising=False)
+    directory = tmp_path / "data"
+    directory.mkdir()
+    path = directory / "memory.db"
+    asyncio.run(_filled(path))
+    with read_only(directory):
+        refused = CliRunner().invoke(cli, ["--db", str(path), "stats"])
+        assert 1 == refused.exit_code
+        assert "--read-only" in refused.stderr
+        found = CliRunner().invoke(cli, ["--db", str(path), "--read-only", "search", "kept"])
+        assert 0 == found.exit_code, found.stderr
+        assert "kept 0" in found.stdout
+        added = CliRunner().invoke(
+            cli, ["--db", str(path), "--read-only", "add", "x", "--category", "fact"]
+        )
+        assert 1 == added.exit_code
+        assert "read-only" in added.stderr
 
 
 # --- a full disk ---------------------------------------------------------------------

@@ -10,20 +10,24 @@ integers, substring tests, statistics and storage size.
 from __future__ import annotations
 
 import asyncio
+import os
+import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import aiosqlite
 from sqlalchemy import event
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import StaticPool
 
+from loopctl_memory.errors import StorageError
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS
+from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS, metadata
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.engine import PoolOptions
@@ -60,10 +64,18 @@ class Backend:
     in one hop to the driver's thread, faster than SQLAlchemy's statement-by-statement path."""
 
     def engine_options(
-        self, *, memory: bool, busy_timeout: float, pool: PoolOptions
+        self, *, memory: bool, busy_timeout: float, pool: PoolOptions, read_only: bool = False
     ) -> dict[str, Any]:
         """Keyword arguments for ``create_async_engine`` besides the URL."""
         raise NotImplementedError
+
+    def read_only_url(self, url: URL) -> URL:
+        """``url`` opened so that the database refuses every write."""
+        return url
+
+    async def drop_cached_pages(self, driver: Any) -> None:
+        """Make the driver's connection read its next pages from the database (SQLite)."""
+        del driver
 
     def configure(self, engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
         """Install the engine's connection and transaction listeners."""
@@ -104,6 +116,22 @@ class Backend:
     def storage_bytes(self, connection: Connection) -> int:
         """Bytes the store's tables and indexes take in the database."""
         raise NotImplementedError
+
+    def free_bytes(self, connection: Connection, *, memory: bool) -> int | None:
+        """Bytes of free pages inside the database, or None where that is not known."""
+        del connection, memory
+        return None
+
+    async def vacuum(self, driver: Any, *, memory: bool, where: str) -> None:
+        """Give the database's free space back, on the driver's connection, outside a transaction.
+
+        ``where``: the database, for messages.
+        """
+        raise NotImplementedError
+
+    async def give_back_free_pages(self, driver: Any, *, memory: bool) -> None:
+        """Cheaply give back what the last deletes freed, where the database can (SQLite)."""
+        del driver, memory
 
     def after_indexing(self, connection: Connection, tables: list[str]) -> None:
         """Called once a write added a block of postings; nothing to do by default."""
@@ -154,6 +182,35 @@ _CACHE_SIZE = -65536  # KiB (negative): the random-UUID unique index misses the 
 _CACHE_SIZE_READING_ONCE = -2048
 
 
+def _in_wal_mode(file: str) -> bool:
+    """Whether the SQLite file's header says write-ahead logging (read and write versions 2)."""
+    try:
+        with open(file, "rb") as opened:
+            header = opened.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18:20] == b"\x02\x02"
+
+
+_AUTO_VACUUM_INCREMENTAL = 2  # what PRAGMA auto_vacuum answers
+
+
+def _incremental_when_created(connection: Connection) -> None:
+    """Have the empty file of ``connection`` created ``auto_vacuum=INCREMENTAL``, writing nothing.
+
+    The mode counts only until the first table is created. On an empty file the
+    pragma also writes the file's first page at once; inside a transaction that
+    is rolled back it writes nothing, and the connection keeps the mode for the
+    transaction that creates the schema. So a file that is then refused (opened
+    with ``migrate=False``) stays as it was: empty.
+    """
+    outside_transaction(connection, "BEGIN")
+    try:
+        outside_transaction(connection, "PRAGMA auto_vacuum=INCREMENTAL")
+    finally:
+        outside_transaction(connection, "ROLLBACK")
+
+
 class SqliteBackend(Backend):
     """SQLite through aiosqlite: WAL, ``BEGIN IMMEDIATE`` for writes, one connection in memory."""
 
@@ -161,10 +218,10 @@ class SqliteBackend(Backend):
     works_in_one_hop = callable(getattr(aiosqlite.Connection, "_execute", None))
 
     def engine_options(
-        self, *, memory: bool, busy_timeout: float, pool: PoolOptions
+        self, *, memory: bool, busy_timeout: float, pool: PoolOptions, read_only: bool = False
     ) -> dict[str, Any]:
         """A busy timeout; ``:memory:`` is one shared connection (StaticPool)."""
-        del pool  # a file's connections are cheap and SQLite has no server to spare
+        del pool, read_only  # a file's connections are cheap; read-only is in the URL
         options: dict[str, Any] = {
             "connect_args": {"timeout": busy_timeout, "check_same_thread": False},
             # Every unit of work ends in COMMIT or ROLLBACK: the pool's reset is a wasted trip.
@@ -173,6 +230,32 @@ class SqliteBackend(Backend):
         if memory:
             options["poolclass"] = StaticPool
         return options
+
+    def read_only_url(self, url: URL) -> URL:
+        """The file as a URI, ``mode=ro``; ``immutable=1`` where ``mode=ro`` cannot open it.
+
+        A file in write-ahead-log mode needs its ``-shm`` file: a read-only
+        connection creates it, unless the directory cannot be written (a
+        read-only mount, a directory of another user). There, when no ``-shm``
+        exists, no process has the database open in WAL mode, and SQLite can read
+        it only as ``immutable``: it then assumes that the file does not change
+        while it is open (a writer that starts later, with the rights to, is not
+        seen).
+        """
+        file = os.path.abspath(str(url.database))
+        query = {"mode": "ro"}
+        if (
+            _in_wal_mode(file)
+            and not os.path.exists(f"{file}-shm")
+            and not os.access(os.path.dirname(file), os.W_OK)
+        ):
+            query = {"immutable": "1"}
+        return url.set(database=Path(file).as_uri(), query={**query, "uri": "true"})
+
+    async def drop_cached_pages(self, driver: Any) -> None:
+        """Release the connection's page cache (outside any transaction)."""
+        cursor = await driver.execute("PRAGMA shrink_memory")
+        await cursor.close()
 
     def configure(self, engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
         """Pragmas on every connection; BEGIN emitted by us, IMMEDIATE for writes."""
@@ -241,6 +324,74 @@ class SqliteBackend(Backend):
         pages = connection.exec_driver_sql("PRAGMA page_count").scalar_one()
         page_size = connection.exec_driver_sql("PRAGMA page_size").scalar_one()
         return int(pages) * int(page_size)
+
+    def free_bytes(self, connection: Connection, *, memory: bool) -> int | None:
+        """Free pages times page size: space the file holds for later writes; None in memory."""
+        if memory:
+            return None
+        pages = connection.exec_driver_sql("PRAGMA freelist_count").scalar_one()
+        page_size = connection.exec_driver_sql("PRAGMA page_size").scalar_one()
+        return int(pages) * int(page_size)
+
+    async def vacuum(self, driver: Any, *, memory: bool, where: str) -> None:
+        """Give a file's free space back to the filesystem; nothing to do in memory.
+
+        A full ``VACUUM`` rebuilds the file packed: it gives back the free pages
+        and the room deletes left in part-full pages (``PRAGMA
+        incremental_vacuum``, which new files are set up for, gives back only
+        whole free pages: 0.4% of a file where a pass pruned a tenth of the
+        entries by relevance, against 8.5%). It rewrites the whole file (about as
+        long as copying it; room for twice the result on disk meanwhile) and keeps
+        it to itself for writing meanwhile (other writers wait; readers go on). It
+        keeps the file's ``auto_vacuum`` mode. Then a checkpoint moves the
+        write-ahead log into the file and empties it; it waits up to the busy
+        timeout for readers, and if one is still reading, the file shrinks at a
+        later checkpoint.
+
+        Raises:
+            StorageError: another connection holds the file (SQLite's "database
+                is locked" once the busy timeout has passed); nothing was changed.
+
+        """
+        if memory:
+            return
+        try:
+            await driver.execute("VACUUM")
+            async with driver.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cursor:
+                await cursor.fetchall()
+        except sqlite3.OperationalError as exc:
+            if driver.in_transaction:
+                await driver.rollback()
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            raise StorageError(
+                f"give back the free space of {where}: another connection holds the file"
+                f" ({exc}); nothing was changed: try again once it is done"
+            ) from exc
+
+    async def give_back_free_pages(self, driver: Any, *, memory: bool) -> None:
+        """On a file created ``auto_vacuum=INCREMENTAL``, cut its whole free pages off.
+
+        One short write transaction (``PRAGMA incremental_vacuum``); part-full
+        pages stay (a full ``VACUUM`` packs them). An older file, without
+        auto-vacuum, keeps its free pages for later writes. Another writer
+        holding the file past the busy timeout only leaves the pages for the
+        next time.
+        """
+        if memory:
+            return
+        async with driver.execute("PRAGMA auto_vacuum") as cursor:
+            (mode,) = await cursor.fetchone()
+        if mode != _AUTO_VACUUM_INCREMENTAL:
+            return
+        try:
+            # executescript runs the pragma to its end; execute() steps it once: one page.
+            await driver.executescript("BEGIN IMMEDIATE; PRAGMA incremental_vacuum; COMMIT")
+        except sqlite3.OperationalError as exc:
+            if driver.in_transaction:
+                await driver.rollback()
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
 
     def after_open(self, connection: Connection, *, memory: bool) -> None:
         """Switch a file to write-ahead logging (a persistent property of the file).
@@ -323,7 +474,13 @@ class SqliteBackend(Backend):
         A batch migration rebuilds a table; with foreign keys on, dropping the old
         parent table would cascade-delete every child row. The migration checks
         ``PRAGMA foreign_key_check`` before it commits instead.
+
+        A file still empty is about to be created: it will be
+        ``auto_vacuum=INCREMENTAL``, so that :meth:`vacuum` is cheap (see
+        :func:`_incremental_when_created`). An existing file keeps its mode.
         """
+        if outside_transaction(connection, "PRAGMA page_count")[0][0] == 0:
+            _incremental_when_created(connection)
         outside_transaction(connection, "PRAGMA foreign_keys=OFF")
         try:
             yield
@@ -337,11 +494,16 @@ class PostgresqlBackend(Backend):
     name = "postgresql"
 
     def engine_options(
-        self, *, memory: bool, busy_timeout: float, pool: PoolOptions
+        self, *, memory: bool, busy_timeout: float, pool: PoolOptions, read_only: bool = False
     ) -> dict[str, Any]:
-        """The pool, the lock and statement timeouts, REPEATABLE READ reads."""
+        """The pool, the lock and statement timeouts, REPEATABLE READ reads.
+
+        ``read_only``: every transaction of the session is read-only, by the server's rule.
+        """
         del memory
         settings = {"lock_timeout": str(_milliseconds(busy_timeout))}
+        if read_only:
+            settings["default_transaction_read_only"] = "on"
         if pool.statement_timeout is not None:
             settings["statement_timeout"] = str(_milliseconds(pool.statement_timeout))
         return {
@@ -433,6 +595,16 @@ class PostgresqlBackend(Backend):
                 "'tag_blocks', 'index_state', 'changes', 'alembic_version')"
             ).scalar_one()
         )
+
+    async def vacuum(self, driver: Any, *, memory: bool, where: str) -> None:
+        """A plain ``VACUUM`` of our tables, outside a transaction (PostgreSQL refuses one in it).
+
+        It makes the space of deleted rows reusable by later writes; it does not
+        shrink the files (only ``VACUUM FULL`` does, and it locks every table
+        meanwhile). Autovacuum would do the same, later.
+        """
+        del memory, where
+        await driver.execute(f"VACUUM {', '.join(sorted(metadata.tables))}")
 
     def after_indexing(self, connection: Connection, tables: list[str]) -> None:
         """ANALYZE our tables once a fifth of the entries changed since the last time.

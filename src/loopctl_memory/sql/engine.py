@@ -107,6 +107,7 @@ def create_engine(
     busy_timeout: float,
     echo: bool = False,
     pool: PoolOptions | None = None,
+    read_only: bool = False,
 ) -> AsyncEngine:
     """Create the engine for ``target`` with the settings its backend needs.
 
@@ -115,12 +116,18 @@ def create_engine(
     begin as ``BEGIN IMMEDIATE``. PostgreSQL: reads run in REPEATABLE READ (one
     snapshot, like a SQLite read); writes in READ COMMITTED after taking one
     advisory lock, so writers queue (up to ``busy_timeout``) as on SQLite.
+    ``read_only``: the database is opened so that nothing can be written (see
+    the backends' :meth:`~loopctl_memory.sql.backend.Backend.read_only_url`).
     """
     backend = target.backend
     options = backend.engine_options(
-        memory=target.is_memory, busy_timeout=busy_timeout, pool=pool or PoolOptions()
+        memory=target.is_memory,
+        busy_timeout=busy_timeout,
+        pool=pool or PoolOptions(),
+        read_only=read_only,
     )
+    url = backend.read_only_url(target.url) if read_only else target.url
     # Parameters carry memory text: never in logs (even with echo) nor in error messages.
-    engine = create_async_engine(target.url, echo=echo, hide_parameters=True, **options)
+    engine = create_async_engine(url, echo=echo, hide_parameters=True, **options)
     backend.configure(engine, memory=target.is_memory, busy_timeout=busy_timeout)
     return engine

@@ -410,6 +410,16 @@ async def ids_between(
     return list(rows.scalars())
 
 
+async def existing_ids(connection: AsyncConnection, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of ``ids`` an entry of any scope holds: a lookup of the unique id index."""
+    found: set[uuid.UUID] = set()
+    for start in range(0, len(ids), _IDS_PER_STATEMENT):
+        chunk = ids[start : start + _IDS_PER_STATEMENT]
+        rows = await connection.execute(select(entries.c.id).where(entries.c.id.in_(chunk)))
+        found.update(rows.scalars())
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """What a store holds, in numbers."""
@@ -448,6 +458,11 @@ async def summarise(connection: AsyncConnection, scope: ScopeIds = ScopeIds(None
 async def storage_bytes(connection: AsyncConnection) -> int:
     """Bytes the store's tables and indexes take in the database."""
     return await connection.run_sync(lambda sync: backend_of(sync).storage_bytes(sync))
+
+
+async def free_bytes(connection: AsyncConnection, *, memory: bool) -> int | None:
+    """Bytes of free pages in the database (None where the backend does not know)."""
+    return await connection.run_sync(lambda sync: backend_of(sync).free_bytes(sync, memory=memory))
 
 
 _ENTRIES_WITH_TAGS = (

@@ -8,10 +8,11 @@ import functools
 import os
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -70,6 +71,11 @@ class _Shared:
     ranking_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     watermark_seen: int = 0  # when single stores should check the tail's length
     closed: bool = False
+    read_only: bool = False
+    # The SQLite file as opened, (device, inode): a store notices when it is gone.
+    file: FileWatch | None = None
+    # Why the store stopped answering (its file vanished), once it did.
+    lost: str | None = None
     # A scope name keeps its id for ever, so a view asks for it once.
     scope_ids: dict[str, int] = field(default_factory=lambda: {"": 0})
 
@@ -93,6 +99,7 @@ class SqlMemoryStore:
         track_access: bool = False,
         consolidation: ConsolidationConfig | None = None,
         clock: Callable[[], datetime] | None = None,
+        read_only: bool = False,
     ) -> None:
         tuning = tuning or Tuning()
         if consolidation is not None and not isinstance(consolidation, ConsolidationConfig):
@@ -103,12 +110,15 @@ class SqlMemoryStore:
             raise InvalidEntryError(
                 f"track_access must be a bool, not {type(track_access).__name__}"
             )
+        if read_only and track_access:
+            raise InvalidEntryError("track_access=True writes access stamps: not read_only")
         self._shared = _Shared(
             track_access=track_access,
             consolidation=consolidation or ConsolidationConfig(),
             clock=clock or _utc_now,
             serial=asyncio.Lock() if target.is_memory else contextlib.nullcontext(),
             ranking=RankingState(tuning),  # this process's copy for retrieval
+            read_only=read_only,
         )
         self._scope = Scope()
         self._root: SqlMemoryStore | None = None  # a view keeps its store alive
@@ -172,22 +182,35 @@ class SqlMemoryStore:
         track_access: bool = False,
         consolidation: ConsolidationConfig | None = None,
         clock: Callable[[], datetime] | None = None,
+        read_only: bool = False,
     ) -> SqlMemoryStore:
         """Connect to ``target`` and check (or bring) its schema to the current revision.
 
         The pool and timeout options apply to PostgreSQL (see :func:`open_store`).
+        ``read_only``: write nothing, ever (see :func:`open_store`).
 
         Raises:
-            SchemaError: the schema is unknown, newer, or older and ``migrate`` is false.
+            SchemaError: the schema is unknown, newer, or older and ``migrate`` is
+                false (or ``read_only``).
             StorageError: the database cannot be opened.
 
         """
         resolved = resolve_target(target)
-        with translate_errors(f"open {resolved.describe()}"):
+        if type(read_only) is not bool:
+            raise InvalidEntryError(f"read_only must be a bool, not {type(read_only).__name__}")
+        if read_only and resolved.is_memory:
+            raise InvalidEntryError("read_only=True needs an existing database, not :memory:")
+        file = resolved.sqlite_file
+        if read_only and file is not None and not file.exists():
+            raise StorageError(f"no database at {file}: read_only=True opens an existing one")
+        where = f"open {resolved.describe()}"
+        with translate_errors(where):
             pool = PoolOptions(
                 pool_size, max_overflow, pool_timeout, statement_timeout, connect_timeout
             )
-            engine = create_engine(resolved, busy_timeout=busy_timeout, echo=echo, pool=pool)
+            engine = create_engine(
+                resolved, busy_timeout=busy_timeout, echo=echo, pool=pool, read_only=read_only
+            )
         try:
             store = cls(
                 engine,
@@ -196,17 +219,22 @@ class SqlMemoryStore:
                 track_access=track_access,
                 consolidation=consolidation,
                 clock=clock,
+                read_only=read_only,
             )
         except BaseException:
             await engine.dispose()
             raise
         try:
-            with translate_errors(f"open {resolved.describe()}"):
+            with _unwritable_explained(resolved, read_only), translate_errors(where):
                 async with engine.connect() as connection:
                     await connection.run_sync(
-                        migrate_schema, upgrade=migrate is True, create=migrate is not False
+                        migrate_schema,
+                        upgrade=migrate is True and not read_only,
+                        create=migrate is not False and not read_only,
                     )
-            await _after_open(engine, resolved, busy_timeout)
+            if not read_only:
+                await _after_open(engine, resolved, busy_timeout)
+            store._shared.file = FileWatch.of(resolved.sqlite_file)
         except BaseException:
             await store.close()
             raise
@@ -240,7 +268,7 @@ class SqlMemoryStore:
             await self.store_flat(batch)
             return
         seq = await self._run_raw(
-            "store", lambda driver: backend.store_one(driver, batch, scope_id)
+            "store", lambda driver: backend.store_one(driver, batch, scope_id), write=True
         )
         if seq - shared.watermark_seen >= self._tuning.tail_limit:
             limit = self._tuning.tail_limit
@@ -323,6 +351,7 @@ class SqlMemoryStore:
                     lambda driver: backend.read_directly(
                         driver, answer, memory=memory, then_write=stamp
                     ),
+                    write=False,  # an access stamp: never on a read-only store
                 )
             else:
                 answered = await self._run(
@@ -360,7 +389,9 @@ class SqlMemoryStore:
                     entry.last_accessed = now
         return repository.access_stamp(stamped, (now - EPOCH) // MICROSECOND)
 
-    async def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
+    async def consolidate(
+        self, config: ConsolidationConfig | None = None, *, vacuum: bool = False
+    ) -> ConsolidationStats:
         """Run a consolidation pass over the view's entries, in one transaction.
 
         ``config`` (default: the store's, set by ``open_store(consolidation=...)``,
@@ -368,7 +399,65 @@ class SqlMemoryStore:
         entry whose relevance, as binary32, is below 0.05).
         ``ConsolidationConfig.full()`` also decays, merges near-duplicates and
         prunes on quality (see :mod:`loopctl_memory.lifecycle`).
+
+        On a SQLite file created by this version (``auto_vacuum=INCREMENTAL``)
+        the whole pages the pass freed are cut off the file right after it, in
+        a short write of its own; the room removed entries leave in part-full
+        pages stays for later writes. ``vacuum=True`` gives back all the
+        database's free space once the pass has committed (every scope's,
+        earlier deletes' too):
+
+        - SQLite: a full ``VACUUM`` rewrites the whole file packed. It takes
+          about as long as copying the file, needs room on disk for twice the
+          result, and needs the file to itself for writing meanwhile: other
+          writers wait. Then a checkpoint empties the write-ahead log.
+        - ``:memory:``: nothing to do.
+        - PostgreSQL: a plain ``VACUUM`` of the store's tables makes the space
+          reusable; it does not shrink the files.
+
+        Raises:
+            InvalidEntryError: ``config`` is not a ConsolidationConfig, or
+                ``vacuum`` not a bool.
+            StorageError: the pass failed (nothing changed), or, with ``vacuum``,
+                another connection holds the SQLite file: the pass was committed,
+                the file is as it was.
+
         """
+        if type(vacuum) is not bool:
+            raise InvalidEntryError(f"vacuum must be a bool, not {type(vacuum).__name__}")
+        stats = await self._consolidate_pass(config)
+        if (stats.pruned or stats.merged) and not vacuum:
+            await self._give_back_free_pages()
+        if vacuum:
+            try:
+                await self._vacuum()
+            except StorageError as exc:
+                raise StorageError(
+                    f"consolidate: the pass was committed ({stats.entries_before} entries,"
+                    f" {stats.entries_after} now), but: {exc}"
+                ) from exc
+        return stats
+
+    async def _give_back_free_pages(self) -> None:
+        """After deletes, cut the whole free pages off a file set up for it."""
+        backend, memory = self._backend, self._target.is_memory
+        await self._run_raw(
+            "give back free pages",
+            lambda driver: backend.give_back_free_pages(driver, memory=memory),
+            write=True,
+        )
+
+    async def _vacuum(self) -> None:
+        """Give the database's free space back (see :meth:`consolidate`), outside a transaction."""
+        backend, memory, where = self._backend, self._target.is_memory, self.target
+        await self._run_raw(
+            "give back the free space",
+            lambda driver: backend.vacuum(driver, memory=memory, where=where),
+            write=True,
+        )
+
+    async def _consolidate_pass(self, config: ConsolidationConfig | None) -> ConsolidationStats:
+        """:meth:`consolidate` without the vacuum."""
         if config is None:
             config = self._shared.consolidation
         elif not isinstance(config, ConsolidationConfig):
@@ -449,6 +538,24 @@ class SqlMemoryStore:
             "find ids",
             lambda c, ids: repository.ids_between(c, low, high, ids, limit),
             write=False,
+        )
+
+    async def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of ``ids`` are already stored, in any scope: ids are unique across the store.
+
+        Unlike :meth:`get`, it looks beyond the view's scopes, as a write would
+        (an import skipping what it finds here cannot then clash). One read
+        transaction, one lookup of the id index per 10,000 ids.
+
+        Raises:
+            InvalidEntryError: an id is not a ``uuid.UUID``.
+
+        """
+        wanted = [validate_id(entry_id) for entry_id in ids]
+        if not wanted:
+            return set()
+        return await self._run(
+            "find stored ids", lambda c: repository.existing_ids(c, wanted), write=False
         )
 
     async def delete(self, entry_id: uuid.UUID) -> bool:
@@ -539,7 +646,10 @@ class SqlMemoryStore:
         async def work(connection: AsyncConnection, ids: ScopeIds) -> int:
             return await repository.remove(connection, repository.forget_condition(rule, ids))
 
-        return await self._in_scope("forget", work, write=True)
+        forgotten = await self._in_scope("forget", work, write=True)
+        if forgotten:
+            await self._give_back_free_pages()
+        return forgotten
 
     async def scopes(self) -> list[tuple[str, int]]:
         """(name, number of entries) of this scope and every scope below it, sorted by name.
@@ -585,9 +695,21 @@ class SqlMemoryStore:
         """Bytes the store's tables and indexes take (a SQLite file's write-ahead log excluded)."""
         return await self._run("measure the database", repository.storage_bytes, write=False)
 
+    async def free_bytes(self) -> int | None:
+        """Bytes of free pages in a SQLite file, kept for later writes (see ``consolidate``).
+
+        None for ``:memory:`` and PostgreSQL.
+        """
+        memory = self._target.is_memory
+
+        async def measure(connection: AsyncConnection) -> int | None:
+            return await repository.free_bytes(connection, memory=memory)
+
+        return await self._run("measure the database", measure, write=False)
+
     async def schema_revision(self) -> str | None:
         """The alembic revision the database is at."""
-        self._check_open()
+        self._check_open(write=False)
         async with self._shared.serial:
             with translate_errors("read the schema revision"):
                 async with self._engine.connect() as connection:
@@ -633,9 +755,29 @@ class SqlMemoryStore:
 
     # --- the unit of work ---
 
-    def _check_open(self) -> None:
-        if self._shared.closed:
+    def _check_open(self, *, write: bool) -> None:
+        shared = self._shared
+        if shared.closed:
             raise StorageError(f"the store at {self.target} is closed")
+        if shared.lost is not None:
+            raise StorageError(shared.lost)
+        if write and shared.read_only:
+            raise StorageError(
+                f"the store at {self.target} is read-only (opened with read_only=True): "
+                "it writes nothing"
+            )
+
+    def _check_file(self) -> None:
+        """After each unit of work, check that the file is the one opened (one ``stat``).
+
+        Checked once the work is done, so that a write that went to a file
+        removed or replaced meanwhile is not acknowledged.
+        """
+        shared = self._shared
+        if shared.file is not None and shared.lost is None:
+            shared.lost = shared.file.lost()
+            if shared.lost is not None:
+                raise StorageError(shared.lost)
 
     async def _in_scope(
         self,
@@ -667,13 +809,16 @@ class SqlMemoryStore:
         caller instead makes the transaction roll back at its next step and then
         sees CancelledError; only a commit already under way still completes.
         """
-        self._check_open()
+        self._check_open(write=write)
         abort = asyncio.Event()
         async with self._shared.serial:
+            self._look_before(write=write)
             unit = asyncio.ensure_future(self._unit_of_work(action, work, write, abort))
-            return await _await_uncancellable(unit, abort)
+            result = await _await_uncancellable(unit, abort)
+        self._check_file()
+        return result
 
-    async def _run_raw(self, action: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    async def _run_raw(self, action: str, work: Callable[[Any], Awaitable[T]], *, write: bool) -> T:
         """Like ``_run``, with ``work`` given the driver's own connection.
 
         ``work`` owns the transaction (it begins, commits or rolls back): for the
@@ -681,15 +826,42 @@ class SqlMemoryStore:
         meanwhile sees CancelledError once the transaction has ended either way
         (it is too short to stop half way).
         """
-        self._check_open()
+        self._check_open(write=write)
         async with self._shared.serial:
-            unit = asyncio.ensure_future(self._raw_unit_of_work(action, work))
-            return await _await_uncancellable(unit, asyncio.Event())
+            self._look_before(write=write)
+            unit = asyncio.ensure_future(self._raw_unit_of_work(action, work, write))
+            result = await _await_uncancellable(unit, asyncio.Event())
+        self._check_file()
+        return result
 
-    async def _raw_unit_of_work(self, action: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    def _look_before(self, *, write: bool) -> None:
+        """Before a write, note whether someone else modified the file since the store looked."""
+        if write and self._shared.file is not None:
+            self._shared.file.look_before_writing()
+
+    async def _fresh_pages(self, connection: AsyncConnection) -> Any:
+        """The driver's connection, its cached pages dropped if the file changed meanwhile.
+
+        A write then reads every page it touches from the file, and one that
+        someone else overwrote with garbage fails (as SQLite finds it malformed)
+        instead of being written over pages only the cache still holds.
+        """
+        raw = await connection.get_raw_connection()
+        watch = self._shared.file
+        if watch is not None and raw.info.get(_PAGES_AS_OF, 0) < watch.changes:
+            await self._backend.drop_cached_pages(raw.driver_connection)
+            raw.info[_PAGES_AS_OF] = watch.changes
+        return raw.driver_connection
+
+    async def _raw_unit_of_work(
+        self, action: str, work: Callable[[Any], Awaitable[T]], write: bool
+    ) -> T:
         with translate_errors(action):
             async with self._engine.connect() as connection:
-                driver: Any = (await connection.get_raw_connection()).driver_connection
+                if write:
+                    driver = await self._fresh_pages(connection)
+                else:
+                    driver = (await connection.get_raw_connection()).driver_connection
                 return await work(driver)
 
     async def _unit_of_work(
@@ -702,6 +874,7 @@ class SqlMemoryStore:
         with translate_errors(action):
             async with self._engine.connect() as connection:
                 if write:
+                    await self._fresh_pages(connection)
                     await connection.execution_options(**self._backend.begin_options(write=True))
                 async with connection.begin() as transaction:
                     result = await work(connection)
@@ -788,6 +961,78 @@ def migrate_schema(connection: Connection, *, upgrade: bool, create: bool | None
     migrate.ensure_schema(connection, upgrade=upgrade, create=create)
 
 
+_PAGES_AS_OF = "loopctl_pages_as_of"
+"""A pooled connection's note of the file's modification count its cached pages reflect."""
+
+
+class FileWatch:
+    """The SQLite file a store opened, watched with one ``stat`` at a time.
+
+    It tells whether the path still names that file (same device and inode),
+    and whether the file was modified since the store last looked, by some
+    writer other than the store's own writes and their checkpoints: then the
+    pages a connection has cached may no longer be what the file holds.
+    """
+
+    __slots__ = ("_identity", "_seen", "changes", "path")
+
+    def __init__(self, file: Path) -> None:
+        self.path = os.path.abspath(file)  # as opened, whatever the working directory
+        found = os.stat(self.path)
+        self._identity = (found.st_dev, found.st_ino)
+        self._seen = (found.st_mtime_ns, found.st_size)
+        self.changes = 0
+        """How many times the file was seen modified by someone else."""
+
+    @classmethod
+    def of(cls, file: Path | None) -> FileWatch | None:
+        """A watch of ``file`` (None for ``:memory:`` and servers)."""
+        return None if file is None else cls(file)
+
+    def look_before_writing(self) -> None:
+        """Count a modification made since the store last looked (it then reads afresh)."""
+        with contextlib.suppress(OSError):  # a vanished file: told after the write
+            found = os.stat(self.path)
+            if (found.st_mtime_ns, found.st_size) != self._seen:
+                self.changes += 1
+
+    def lost(self) -> str | None:
+        """After the store's work: why the path no longer names the file, or None."""
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            what = "was removed or renamed"
+        except OSError as exc:
+            what = f"can no longer be examined ({exc.strerror})"
+        else:
+            if (found.st_dev, found.st_ino) == self._identity:
+                self._seen = (found.st_mtime_ns, found.st_size)
+                return None
+            what = "was replaced by another file"
+        return (
+            f"the database file {self.path} {what} while the store had it open: "
+            "the store acknowledges nothing more; reopen it"
+        )
+
+
+@contextlib.contextmanager
+def _unwritable_explained(target: Target, read_only: bool) -> Iterator[None]:
+    """An open that failed on a file (or directory) that cannot be written says so."""
+    try:
+        yield
+    except StorageError as exc:
+        file = target.sqlite_file
+        if read_only or file is None or not os.path.exists(file):
+            raise
+        directory = os.path.dirname(os.path.abspath(file))
+        if os.access(file, os.W_OK) and os.access(directory, os.W_OK):
+            raise
+        raise StorageError(
+            f"cannot open {file} for writing: the file or its directory is read-only; "
+            "open it with read_only=True (`loopctl-memory --read-only ...`) to read it"
+        ) from exc.__cause__
+
+
 async def _after_open(engine: AsyncEngine, target: Target, busy_timeout: float) -> None:
     """The backend's last step of an open (a SQLite file: WAL), retried while another opens it.
 
@@ -867,6 +1112,18 @@ def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> _
             default (default ``ConsolidationConfig()``, loopctl 0.1.0's rule).
         clock (Callable[[], datetime]): the time now, for access stamps, decay
             and ``forget(older_than=timedelta)`` (default: the system clock, UTC).
+        read_only (bool): open an existing database without writing anything
+            (default False): every read is served, every write raises
+            StorageError, the schema is checked and never migrated. A SQLite file
+            opens with ``mode=ro``, or as ``immutable`` where SQLite cannot open
+            it otherwise (a WAL file with no ``-shm`` in a directory that cannot
+            be written: a read-only mount, another user's directory), which
+            assumes nobody writes it meanwhile. PostgreSQL runs read-only
+            transactions.
+
+    A SQLite store checks after every operation that its path still names the
+    file it opened (one ``stat``): once the file was removed, renamed or
+    replaced, every operation raises StorageError naming the path.
 
     Example:
         >>> async def main() -> None:

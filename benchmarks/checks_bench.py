@@ -1,0 +1,76 @@
+"""What watching the file costs: single ``store`` and ``retrieve`` with the checks and without.
+
+A SQLite store looks at its file around each operation (a ``stat`` after each,
+one more before a write) to notice a file removed, renamed or replaced, and a
+file modified by someone else (then a write reads its pages afresh). This
+times single stores and retrieves on two stores of the same ``--size`` entries,
+alternating call by call, one of them with the watch switched off (the state
+of a store before the checks existed; switched off through a private field,
+which only a benchmark does), and prints the medians and their ratio.
+
+    .venv/bin/python -m benchmarks.checks_bench [--size 100k] [--calls 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import workloads
+from benchmarks.run import machine, parse_size, size_label
+from loopctl_memory import MemoryCategory, MemoryEntry, open_store
+
+
+async def measure(db: Path, size: int, calls: int) -> list[str]:
+    async with open_store(db) as store:
+        for batch in workloads.entry_batches("natural", size, 5_000):
+            await store.store_many(batch)
+    unwatched = db.with_name("unwatched.db")
+    shutil.copyfile(db, unwatched)
+    queries = workloads.queries("natural", calls)
+    timings: dict[str, list[float]] = {key: [] for key in ("store", "store_off", "get", "get_off")}
+    async with open_store(db) as watched, open_store(unwatched) as plain:
+        plain._shared.file = None  # the store as it was before the checks
+        for store in (watched, plain):
+            await store.retrieve(queries[0], 5)
+        for n, query in enumerate(queries):
+            for store, suffix in ((watched, ""), (plain, "_off")):
+                entry = MemoryEntry(MemoryCategory.FACT, f"single store {n} of the checks bench")
+                began = time.perf_counter()
+                await store.store(entry)
+                timings["store" + suffix].append(time.perf_counter() - began)
+                began = time.perf_counter()
+                await store.retrieve(query, 5)
+                timings["get" + suffix].append(time.perf_counter() - began)
+    median = {key: statistics.median(values) for key, values in timings.items()}
+    label = size_label(size)
+    return [
+        f"| single `store`, {label} | {median['store'] * 1e6:.0f} µs |"
+        f" {median['store_off'] * 1e6:.0f} µs | {median['store'] / median['store_off']:.3f}x |",
+        f"| `retrieve`, {label} | {median['get'] * 1e3:.2f} ms |"
+        f" {median['get_off'] * 1e3:.2f} ms | {median['get'] / median['get_off']:.3f}x |",
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.checks_bench")
+    parser.add_argument("--size", type=parse_size, default=100_000, help="default 100k")
+    parser.add_argument("--calls", type=int, default=2_000, help="default 2000")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="loopctl-checks-") as scratch:
+        rows = asyncio.run(measure(Path(scratch) / "watched.db", args.size, args.calls))
+    command = " ".join(["python -m benchmarks.checks_bench", *(argv or sys.argv[1:])])
+    print(f"- Command: `{command}`\n- Machine: {machine()}\n")
+    print("| operation | with the checks (median) | without | ratio |")
+    print("| --- | --- | --- | --- |")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
