@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import shutil
 import statistics
 import sys
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks import workloads
+from benchmarks.lifecycle_bench import write_section
 from benchmarks.run import machine, parse_size, size_label
 from loopctl_memory import MemoryCategory, MemoryEntry, open_store
 
@@ -58,18 +60,41 @@ async def measure(db: Path, size: int, calls: int) -> list[str]:
     ]
 
 
+BEGIN, END = "<!-- checks: begin -->", "<!-- checks: end -->"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.checks_bench")
     parser.add_argument("--size", type=parse_size, default=100_000, help="default 100k")
     parser.add_argument("--calls", type=int, default=2_000, help="default 2000")
+    parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="loopctl-checks-") as scratch:
         rows = asyncio.run(measure(Path(scratch) / "watched.db", args.size, args.calls))
     command = " ".join(["python -m benchmarks.checks_bench", *(argv or sys.argv[1:])])
-    print(f"- Command: `{command}`\n- Machine: {machine()}\n")
-    print("| operation | with the checks (median) | without | ratio |")
-    print("| --- | --- | --- | --- |")
-    print("\n".join(rows))
+    text = "\n".join(
+        [
+            BEGIN,
+            "## What watching the file costs",
+            "",
+            f"- Command: `{command}`",
+            f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
+            f"- Machine: {machine()}",
+            "",
+            "| operation | with the checks (median) | without | ratio |",
+            "| --- | --- | --- | --- |",
+            *rows,
+            "",
+            "The checks: a `stat` after every operation (is the path still the file opened?) and"
+            " one before every write (did someone else modify it? then the write reads its pages"
+            " afresh). The two stores take turns call by call.",
+            "",
+            END,
+        ]
+    )
+    print(text)
+    if args.out is not None:
+        write_section(args.out, text, BEGIN, END)
 
 
 if __name__ == "__main__":

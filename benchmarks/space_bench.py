@@ -11,8 +11,8 @@
    then ``consolidate(vacuum=True)`` (prunes nothing; gives the space back). The
    sizes are of the files once the store is closed (SQLite then checkpoints and
    removes the write-ahead log), and of database + log while it is still open.
-   A last row rebuilds the INCREMENTAL file with a full ``VACUUM`` (raw ``sqlite3``),
-   to show what the slack inside half-empty pages amounts to.
+   On the INCREMENTAL file the removal itself gives back the whole pages it freed;
+   ``vacuum=True`` is a full ``VACUUM`` on both, which packs the part-full pages too.
 
 Prints a markdown table; writes nothing else (the files live in a temporary
 directory unless ``--dir`` is given).
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import workloads
+from benchmarks.lifecycle_bench import write_section
 from benchmarks.run import machine, parse_size, size_label
 from loopctl_memory import MemoryEntry, open_store
 
@@ -148,8 +149,6 @@ class Space:
     """Part 2, one row."""
 
     label: str
-    rebuild: bool = False
-    """The last row: a raw full VACUUM, not the store's."""
     loaded: int = 0
     removed: int = 0
     remove_s: float = 0.0
@@ -202,26 +201,11 @@ async def _space_row(db: Path, entries: Sequence[MemoryEntry], mode: str, *, old
 
 
 async def measure_space(directory: Path, workload: str, size: int) -> list[Space]:
-    """10% removed, then vacuumed, on each kind of file; then a full VACUUM of the first."""
+    """10% removed, then vacuumed, on each kind of file; then the oldest 10% forgotten."""
     entries = workloads.entries(workload, size)
     db = directory / "space.db"
     rows = [await _space_row(db, entries, mode, oldest=False) for mode in MODES]
     rows.append(await _space_row(db, entries, "INCREMENTAL", oldest=True))
-    # The first row's case again, then a rebuild: what the part-full pages hold.
-    first = await _space_row(db, entries, "INCREMENTAL", oldest=False)
-    row = Space("INCREMENTAL, consolidate, vacuum, then a full VACUUM (raw sqlite3)", True)
-    row.loaded, row.removed = first.loaded, first.removed
-    row.closed_after = first.closed_vacuumed
-    raw = sqlite3.connect(db, isolation_level=None)
-    try:
-        began = time.perf_counter()
-        raw.execute("VACUUM")
-        row.vacuum_s = time.perf_counter() - began
-    finally:
-        raw.close()
-    row.closed_vacuumed = _files(db)
-    row.mode_after = _auto_vacuum(db)
-    rows.append(row)
     return rows
 
 
@@ -263,30 +247,27 @@ def report(
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in spaces:
-
-        def cell(value: float, *, missing: bool = row.rebuild) -> str:
-            return "-" if missing else _mb(value)
-
-        def seconds(value: float, *, missing: bool = row.rebuild) -> str:
-            return "-" if missing else f"{value:.2f}"
-
         given = 1 - row.closed_vacuumed / row.closed_after
         lines.append(
-            f"| {row.label} | {_mb(row.loaded)} | {row.removed:,} | {seconds(row.remove_s)}"
-            f" | {_mb(row.closed_after)} | {cell(row.open_after)} | {cell(row.free_after)}"
-            f" | {row.vacuum_s:.2f} | {seconds(row.pass_s)}"
-            f" | {_mb(row.closed_vacuumed)} | {cell(row.open_vacuumed)}"
+            f"| {row.label} | {_mb(row.loaded)} | {row.removed:,} | {row.remove_s:.2f}"
+            f" | {_mb(row.closed_after)} | {_mb(row.open_after)} | {_mb(row.free_after)}"
+            f" | {row.vacuum_s:.2f} | {row.pass_s:.2f}"
+            f" | {_mb(row.closed_vacuumed)} | {_mb(row.open_vacuumed)}"
             f" | {given:.1%} | {row.mode_after} |"
         )
     lines += [
         "",
         "- `consolidate(vacuum=True) s`: the whole call, a pass over the entries (pruning"
         " nothing) and the vacuum; `same pass, no vacuum`: `consolidate()` right after, for"
-        " comparison. The last row: the raw `VACUUM` alone.",
-        "- `given back`: the share of the closed file the vacuum removed (the last row: of"
-        " the file already incrementally vacuumed, what a rebuild removes).",
+        " comparison.",
+        "- `not vacuumed`: on an INCREMENTAL file the removal itself cut off the whole pages"
+        " it freed (`free MB` is what is left free); `given back`: the share of the closed"
+        " file the vacuum (a full `VACUUM`) then removed.",
     ]
     return "\n".join(lines)
+
+
+BEGIN, END = "<!-- space: begin -->", "<!-- space: end -->"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -297,6 +278,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--single-stores", type=int, default=200)
     parser.add_argument("--workload", choices=workloads.WORKLOADS, default="natural")
     parser.add_argument("--dir", type=Path, help="keep the files here (default: a temp dir)")
+    parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     options = parser.parse_args(argv)
     command = "python -m benchmarks.space_bench " + " ".join(sys.argv[1:] if argv is None else argv)
 
@@ -315,10 +297,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     if options.dir is not None:
         options.dir.mkdir(parents=True, exist_ok=True)
-        print(asyncio.run(run(options.dir)))
-        return
-    with tempfile.TemporaryDirectory(prefix="space-bench-") as directory:
-        print(asyncio.run(run(Path(directory))))
+        text = asyncio.run(run(options.dir))
+    else:
+        with tempfile.TemporaryDirectory(prefix="space-bench-") as directory:
+            text = asyncio.run(run(Path(directory)))
+    print(text)
+    if options.out is not None:
+        write_section(options.out, f"{BEGIN}\n{text}\n\n{END}", BEGIN, END)
 
 
 if __name__ == "__main__":
