@@ -457,6 +457,14 @@ class SyncMemoryStore:
         """The alembic revision the database is at."""
         return self._runner.run(self._store.schema_revision())
 
+    def free_bytes(self) -> int | None:
+        """Bytes of free pages in a SQLite file (None for ``:memory:`` and PostgreSQL)."""
+        return self._runner.run(self._store.free_bytes())
+
+    def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of ``ids`` are already stored, in any scope (ids are unique across the store)."""
+        return self._runner.run(self._store.existing_ids(list(ids)))
+
     # --- lifecycle ---
 
     @property

@@ -15,11 +15,19 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
-from loopctl_memory import InvalidEntryError, MemoryCategory, MemoryEntry, StorageError, open_store
+from loopctl_memory import (
+    InvalidEntryError,
+    MemoryCategory,
+    MemoryEntry,
+    StorageError,
+    open_store,
+    sync,
+)
 from tests.conftest import NEEDS_POSTGRES, POSTGRES_URL_VARIABLE, reset_postgres
 
 WORKER = Path(__file__).with_name("read_only_worker.py")
@@ -145,3 +153,17 @@ async def test_postgresql_read_only_serves_reads_and_refuses_writes():
             with pytest.raises(StorageError, match="read-only"):
                 await write()
         assert 1 == await store.count()
+
+
+def test_the_blocking_store_opens_read_only_too(tmp_path):
+    path = tmp_path / "memory.db"
+    asyncio.run(_filled(path))
+    before = _digest(path)
+    with sync.open_store(path, read_only=True) as store:
+        assert 2 == store.count()
+        assert 0 == store.free_bytes()
+        [first, *_] = store.retrieve("read only", 5)
+        assert {first.id} == store.existing_ids([first.id, uuid.uuid4()])
+        with pytest.raises(StorageError, match="read-only"):
+            store.store(MemoryEntry(MemoryCategory.FACT, "refused"))
+    assert before == _digest(path)
