@@ -303,6 +303,16 @@ async def short_id(store: SqlMemoryStore, entry_id: uuid.UUID) -> str:
 # --- the commands ----------------------------------------------------------------------
 
 
+def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
+    """Every field of one entry: a table, or a JSON object."""
+    if as_json:
+        _echo_json(entry_to_dict(entry))
+        return
+    from loopctl_memory.views import console, entry_table
+
+    console().print(entry_table(entry))
+
+
 def _refuse_read_only(settings: _Settings, command: str) -> None:
     """A command that writes the schema says so under ``--read-only``."""
     if settings.read_only:
@@ -548,12 +558,7 @@ def get(settings: _Settings, given: uuid.UUID | str, as_json: bool) -> None:
     found = _with_store(settings, work)
     if found is None:
         raise click.ClickException(f"no memory with id {given}; `{PROG} search` shows the ids")
-    if as_json:
-        _echo_json(entry_to_dict(found))
-    else:
-        from loopctl_memory.views import console, entry_table
-
-        console().print(entry_table(found))
+    _show_entry(found, as_json=as_json)
 
 
 @cli.command(
@@ -893,12 +898,7 @@ def update(
     found = _with_store(settings, work)
     if found is None:
         raise click.ClickException(f"no memory with id {given}; nothing was changed")
-    if as_json:
-        _echo_json(entry_to_dict(found))
-    else:
-        from loopctl_memory.views import console, entry_table
-
-        console().print(entry_table(found))
+    _show_entry(found, as_json=as_json)
 
 
 @cli.command(
