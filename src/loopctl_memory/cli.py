@@ -13,7 +13,6 @@ import dataclasses
 import errno
 import json
 import re
-import string
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -25,8 +24,8 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 import platformdirs
 
-from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
-from loopctl_memory.errors import LoopMemoryError, SchemaError, StorageError
+from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry, id_range
+from loopctl_memory.errors import InvalidEntryError, LoopMemoryError, SchemaError, StorageError
 from loopctl_memory.jsonl import IMPORT_BATCH, entry_to_dict
 
 if TYPE_CHECKING:
@@ -232,7 +231,6 @@ SHORT_ID_DIGITS = 8
 """The fewest hex digits ``search`` shows of an id (more when 8 are not unique)."""
 MIN_PREFIX_DIGITS = 4
 """The fewest hex digits of an id that ``get``, ``update`` and ``delete`` accept."""
-_HEX_DIGITS = frozenset(string.hexdigits)
 
 
 def _memory_id(
@@ -246,8 +244,12 @@ def _memory_id(
     text = value.strip()
     with contextlib.suppress(ValueError):
         return uuid.UUID(text)
-    digits = text.replace("-", "")
-    if not (MIN_PREFIX_DIGITS <= len(digits) < 32 and set(digits) <= _HEX_DIGITS):
+    try:
+        id_range(text)  # the store's own rule for a prefix: hex digits, dashes ignored
+        digits = len(text.replace("-", ""))
+    except InvalidEntryError:
+        digits = 0
+    if digits < MIN_PREFIX_DIGITS:
         raise click.BadParameter(
             f"{value!r} is not a memory id: give the full id or at least "
             f"{MIN_PREFIX_DIGITS} of its leading hex digits (`{PROG} search` shows them)"
