@@ -31,7 +31,7 @@ from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import LoopMemoryError
-from loopctl_memory.jsonl import entry_to_dict, timestamp
+from loopctl_memory.jsonl import timestamp
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import relative
 from loopctl_memory.sql.store import SqlMemoryStore, open_store
@@ -124,19 +124,18 @@ class Stats(TypedDict):
 
 
 def _memory(entry: MemoryEntry) -> Memory:
-    fields = entry_to_dict(entry)
     shown = Memory(
-        id=fields["id"],
+        id=str(entry.id),
         memory=entry.memory,
-        category=fields["category"],
+        category=entry.category.value,
         tags=list(entry.tags),
         relevance=float(entry.relevance),
-        created_at=fields["created_at"],
+        created_at=timestamp(entry.created_at),
         access_count=entry.access_count,
         validated=entry.validated,
     )
-    if "last_accessed" in fields:
-        shown["last_accessed"] = fields["last_accessed"]
+    if entry.last_accessed is not None:
+        shown["last_accessed"] = timestamp(entry.last_accessed)
     return shown
 
 
