@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING, Any
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
 from loopctl_memory.errors import (
     DuplicateEntryError,
+    InvalidArgumentError,
     InvalidEntryError,
     LoopMemoryError,
+    ReadOnlyStoreError,
     SchemaError,
     StorageError,
+    StoreClosedError,
 )
 from loopctl_memory.protocol import LoopMemory
 
@@ -32,14 +35,17 @@ __all__ = [
     "ConsolidationStats",
     "DuplicateEntryError",
     "InMemoryStore",
+    "InvalidArgumentError",
     "InvalidEntryError",
     "LoopMemory",
     "LoopMemoryError",
     "MemoryCategory",
     "MemoryEntry",
+    "ReadOnlyStoreError",
     "SchemaError",
     "SqlMemoryStore",
     "StorageError",
+    "StoreClosedError",
     "__version__",
     "open_store",
 ]

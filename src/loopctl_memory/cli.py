@@ -227,8 +227,6 @@ def _echo_json(value: object) -> None:
 
 # --- ids: full, or short ---------------------------------------------------------------
 
-SHORT_ID_DIGITS = 8
-"""The fewest hex digits ``search`` shows of an id (more when 8 are not unique)."""
 MIN_PREFIX_DIGITS = 4
 """The fewest hex digits of an id that ``get``, ``update`` and ``delete`` accept."""
 
@@ -273,33 +271,6 @@ async def _resolve(store: SqlMemoryStore, given: uuid.UUID | str) -> uuid.UUID |
             f"(`{PROG} search` shows each id with enough of them)"
         )
     return found[0] if found else None
-
-
-def _shared_digits(one: str, other: str) -> int:
-    """How many leading characters the two strings have in common."""
-    return next(
-        (at for at, (a, b) in enumerate(zip(one, other, strict=False)) if a != b),
-        min(len(one), len(other)),
-    )
-
-
-async def short_id(store: SqlMemoryStore, entry_id: uuid.UUID) -> str:
-    """The fewest leading hex digits of ``entry_id`` (at least 8) no other id in the view shares.
-
-    One lookup when 8 digits are unique, as they nearly always are (among a
-    million ids, about one in 4,300 shares its first 8 digits with another);
-    each further lookup skips to the first digit at which the ids found differ.
-    """
-    digits = entry_id.hex
-    length = SHORT_ID_DIGITS
-    while length < len(digits):
-        others = [
-            other.hex for other in await store.ids_with_prefix(digits[:length]) if other != entry_id
-        ]
-        if not others:
-            break
-        length = max(length, *(_shared_digits(digits, other) for other in others)) + 1
-    return digits[:length]
 
 
 # --- the commands ----------------------------------------------------------------------
@@ -526,7 +497,7 @@ def search(settings: _Settings, query: str, limit: int, as_json: bool) -> None:
     async def work(store: SqlMemoryStore) -> list[SearchResult]:
         scored = await store.retrieve_scored(query, limit)
         return [  # the JSON has the full ids: no short ids to look up
-            SearchResult(entry, score, "" if as_json else await short_id(store, entry.id))
+            SearchResult(entry, score, "" if as_json else await store.short_id(entry.id))
             for entry, score in scored
         ]
 

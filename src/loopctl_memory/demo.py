@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from loopctl_memory.cli import PROG, short_id
+from loopctl_memory.cli import PROG
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.jsonl import entry_from_json, entry_to_json
 from loopctl_memory.sql.store import SqlMemoryStore, open_store
@@ -89,7 +89,7 @@ async def run(path: Path, console: Console) -> None:
             console.print(
                 SearchResults(
                     [
-                        SearchResult(entry, score, await short_id(store, entry.id))
+                        SearchResult(entry, score, await store.short_id(entry.id))
                         for entry, score in scored
                     ]
                 )

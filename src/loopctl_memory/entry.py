@@ -131,6 +131,18 @@ def id_range(prefix: object) -> tuple[uuid.UUID, uuid.UUID]:
     return uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
 
 
+SHORT_ID_DIGITS = 8
+"""The fewest hex digits of a short id (more where 8 are not unique in the view)."""
+
+
+def shared_prefix_length(one: str, other: str) -> int:
+    """How many leading characters the two strings have in common."""
+    return next(
+        (at for at, (a, b) in enumerate(zip(one, other, strict=False)) if a != b),
+        min(len(one), len(other)),
+    )
+
+
 def _check_time(value: object, what: str = "created_at") -> None:
     if not isinstance(value, datetime):
         raise InvalidEntryError(f"{what} must be a datetime, not {type(value).__name__}")

@@ -12,6 +12,14 @@ class InvalidEntryError(LoopMemoryError, ValueError):
     """
 
 
+class InvalidArgumentError(InvalidEntryError):
+    """Bad input that is not an entry: an option, a rule, a filter, a prefix or a batch size.
+
+    A subclass of :class:`InvalidEntryError` (and so a ``ValueError``), so code
+    that caught that before still catches it. Nothing is changed when it is raised.
+    """
+
+
 class DuplicateEntryError(InvalidEntryError):
     """An entry with this id is already stored (or appears twice in one batch)."""
 
@@ -25,3 +33,11 @@ class StorageError(LoopMemoryError):
 
     The driver's exception is chained as ``__cause__``.
     """
+
+
+class StoreClosedError(StorageError):
+    """The store was closed: it answers nothing more."""
+
+
+class ReadOnlyStoreError(StorageError):
+    """A write was asked of a store opened with ``read_only=True``; nothing was written."""

@@ -366,6 +366,10 @@ class SyncMemoryStore:
         """
         return self._runner.run(self._store.ids_with_prefix(prefix, limit))
 
+    def short_id(self, entry_id: uuid.UUID) -> str:
+        """The fewest leading hex digits (at least 8) of ``entry_id`` no other id here has."""
+        return self._runner.run(self._store.short_id(entry_id))
+
     def delete(self, entry_id: uuid.UUID) -> bool:
         """Delete the entry with this id; return whether it existed (in a scope read here)."""
         return self._runner.run(self._store.delete(entry_id))

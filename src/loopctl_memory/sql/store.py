@@ -22,15 +22,22 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from loopctl_memory import lifecycle, migrate
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.entry import (
+    SHORT_ID_DIGITS,
     ConsolidationStats,
     MemoryCategory,
     MemoryEntry,
     check_entry,
     id_range,
+    shared_prefix_length,
     validate_id,
     validate_query,
 )
-from loopctl_memory.errors import InvalidEntryError, StorageError
+from loopctl_memory.errors import (
+    InvalidEntryError,
+    ReadOnlyStoreError,
+    StorageError,
+    StoreClosedError,
+)
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, flatten
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
@@ -540,6 +547,31 @@ class SqlMemoryStore:
             write=False,
         )
 
+    async def short_id(self, entry_id: uuid.UUID) -> str:
+        """The fewest leading hex digits (at least 8) of ``entry_id`` no other id in the view has.
+
+        One lookup when 8 digits are unique, as they nearly always are (among a
+        million ids, about one in 4,300 shares its first 8 digits with another);
+        each further lookup skips to the first digit at which the ids found differ.
+        :meth:`ids_with_prefix` finds the entry again by it.
+
+        Raises:
+            InvalidEntryError: ``entry_id`` is not a ``uuid.UUID``.
+
+        """
+        digits = validate_id(entry_id).hex
+        length = SHORT_ID_DIGITS
+        while length < len(digits):
+            others = [
+                other.hex
+                for other in await self.ids_with_prefix(digits[:length])
+                if other != entry_id
+            ]
+            if not others:
+                break
+            length = max(length, *(shared_prefix_length(digits, other) for other in others)) + 1
+        return digits[:length]
+
     async def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
         """Which of ``ids`` are already stored, in any scope: ids are unique across the store.
 
@@ -758,11 +790,11 @@ class SqlMemoryStore:
     def _check_open(self, *, write: bool) -> None:
         shared = self._shared
         if shared.closed:
-            raise StorageError(f"the store at {self.target} is closed")
+            raise StoreClosedError(f"the store at {self.target} is closed")
         if shared.lost is not None:
             raise StorageError(shared.lost)
         if write and shared.read_only:
-            raise StorageError(
+            raise ReadOnlyStoreError(
                 f"the store at {self.target} is read-only (opened with read_only=True): "
                 "it writes nothing"
             )
