@@ -38,7 +38,7 @@ async def measure(db: Path, size: int, calls: int) -> list[str]:
     queries = workloads.queries("natural", calls)
     timings: dict[str, list[float]] = {key: [] for key in ("store", "store_off", "get", "get_off")}
     async with open_store(db) as watched, open_store(unwatched) as plain:
-        plain._shared.file = None  # the store as it was before the checks
+        plain._unit.file = None  # the store as it was before the checks
         for store in (watched, plain):
             await store.retrieve(queries[0], 5)
         for n, query in enumerate(queries):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
+from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import (
     DuplicateEntryError,
     InvalidArgumentError,
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from loopctl_memory import sync as sync  # the blocking API, a module of its own
     from loopctl_memory.builtin import InMemoryStore
     from loopctl_memory.lifecycle import ConsolidationConfig
-    from loopctl_memory.sql.store import SqlMemoryStore, open_store
+    from loopctl_memory.sql.opening import OpenOptions, open_store
+    from loopctl_memory.sql.store import SqlMemoryStore
 
 if TYPE_CHECKING:
     __version__: str
@@ -41,34 +42,35 @@ __all__ = [
     "LoopMemoryError",
     "MemoryCategory",
     "MemoryEntry",
+    "OpenOptions",
     "ReadOnlyStoreError",
     "SchemaError",
     "SqlMemoryStore",
     "StorageError",
     "StoreClosedError",
+    "Summary",
     "__version__",
     "open_store",
 ]
 
 
+_LAZY = {
+    "ConsolidationConfig": "loopctl_memory.lifecycle",
+    "InMemoryStore": "loopctl_memory.builtin",
+    "OpenOptions": "loopctl_memory.sql.opening",
+    "SqlMemoryStore": "loopctl_memory.sql.store",
+    "open_store": "loopctl_memory.sql.opening",
+}
+
+
 def __getattr__(name: str) -> Any:
     # The SQL store pulls in SQLAlchemy, and the version importlib.metadata: loaded on
     # first use, so that what needs neither (the command line's --help) starts fast.
-    if name == "InMemoryStore":
-        from loopctl_memory.builtin import InMemoryStore  # noqa: PLC0415 - see above
+    import importlib  # noqa: PLC0415 - see above
 
-        return InMemoryStore
-    if name == "ConsolidationConfig":
-        from loopctl_memory.lifecycle import ConsolidationConfig  # noqa: PLC0415 - see above
-
-        return ConsolidationConfig
-    if name in ("SqlMemoryStore", "open_store"):
-        from loopctl_memory.sql import store  # noqa: PLC0415 - see above
-
-        return getattr(store, name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     if name == "sync":  # `loopctl_memory.sync` without importing it first
-        import importlib  # noqa: PLC0415 - see above
-
         return importlib.import_module("loopctl_memory.sync")
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415

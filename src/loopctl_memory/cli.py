@@ -119,7 +119,7 @@ async def _opened(
     A new database gets the schema when ``create`` is true; an existing one is
     never upgraded behind the user's back: that is what ``migrate`` is for.
     """
-    from loopctl_memory.sql.store import open_store
+    from loopctl_memory.sql.opening import open_store
 
     create = create and not settings.read_only
     target = settings.locate(create=create)

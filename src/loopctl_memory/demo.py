@@ -24,7 +24,8 @@ from rich.text import Text
 from loopctl_memory.cli import PROG
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.jsonl import entry_from_json, entry_to_json
-from loopctl_memory.sql.store import SqlMemoryStore, open_store
+from loopctl_memory.sql.opening import open_store
+from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.views import (
     SearchResult,
     SearchResults,

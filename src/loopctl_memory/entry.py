@@ -70,6 +70,16 @@ class ConsolidationStats:
     bytes_saved: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a store holds, in numbers."""
+
+    entries: int
+    by_category: dict[MemoryCategory, int]
+    relevance_histogram: list[int]
+    """Counts in ten bins of width 0.1: [0, 0.1), [0.1, 0.2), ..., [0.9, 1.0]."""
+
+
 def _check_text(value: object, what: str) -> str:
     if type(value) is str and value.isascii():  # the common case, without encoding a copy
         return value

@@ -34,7 +34,8 @@ from loopctl_memory.errors import LoopMemoryError
 from loopctl_memory.jsonl import timestamp
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import relative
-from loopctl_memory.sql.store import SqlMemoryStore, open_store
+from loopctl_memory.sql.opening import open_store
+from loopctl_memory.sql.store import SqlMemoryStore
 
 RECALL_LIMIT = 50
 """The most memories one ``recall`` returns: a model's context is the budget."""

@@ -39,13 +39,14 @@ from collections.abc import (
 )
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
-from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
+from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import LoopMemoryError, StorageError
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.lifecycle import UNSET, ConsolidationConfig, Unset
-from loopctl_memory.sql.repository import Summary
+from loopctl_memory.sql.opening import OpenOptions
+from loopctl_memory.sql.opening import open_store as _open_async
 from loopctl_memory.sql.store import SqlMemoryStore
 
 __all__ = ["SyncMemoryStore", "open_store"]
@@ -516,11 +517,13 @@ class SyncMemoryStore:
         return f"<SyncMemoryStore {self.target}{scope} ({state})>"
 
 
-def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> SyncMemoryStore:
+def open_store(
+    target: str | os.PathLike[str] = ":memory:", **options: Unpack[OpenOptions]
+) -> SyncMemoryStore:
     """Open a :class:`SyncMemoryStore` at ``target``, migrating its schema to head.
 
-    ``target`` and ``options`` are those of :func:`loopctl_memory.open_store`
-    (``migrate``, ``busy_timeout``, ``track_access``, ``consolidation``, ...).
+    ``target`` and the options are those of :func:`loopctl_memory.open_store`
+    (:class:`~loopctl_memory.OpenOptions`).
     The store gets a thread of its own, running its event loop; close the
     store (or use ``with``) to stop it.
 
@@ -532,9 +535,13 @@ def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> S
     """
     runner = _LoopThread()
     try:
-        store = runner.run(SqlMemoryStore.open(target, **options))
+        store = runner.run(_opened(target, options))
     except BaseException:
         runner.close(None)
         raise
     runner.describe = store.target
     return SyncMemoryStore(runner, store)
+
+
+async def _opened(target: str | os.PathLike[str], options: OpenOptions) -> SqlMemoryStore:
+    return await _open_async(target, **options)

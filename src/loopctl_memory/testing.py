@@ -53,7 +53,7 @@ def _async_fixture() -> Callable[..., Any] | None:
 async def _fresh_store() -> AsyncIterator[SqlMemoryStore]:
     """A fresh, migrated ``:memory:`` SqlMemoryStore, closed after the test."""
     # Imported here so that merely loading the plugin stays cheap for every pytest run.
-    from loopctl_memory.sql.store import open_store  # noqa: PLC0415
+    from loopctl_memory.sql.opening import open_store  # noqa: PLC0415
 
     async with open_store(":memory:") as store:
         yield store

@@ -20,8 +20,8 @@ from loopctl_memory.jsonl import entry_to_dict
 from loopctl_memory.scoring import f32
 
 if TYPE_CHECKING:
+    from loopctl_memory.entry import Summary
     from loopctl_memory.migrate import Revision
-    from loopctl_memory.sql.repository import Summary
 
 
 def format_score(value: float) -> str:

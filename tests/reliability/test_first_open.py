@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from loopctl_memory import migrate, open_store
-from loopctl_memory.sql import store as store_module
+from loopctl_memory.sql import opening as store_module
 from tests.conftest import POSTGRES_URL_VARIABLE, SHARED_BACKENDS
 
 OPENER = """

@@ -84,7 +84,7 @@ def test_a_database_in_a_directory_that_cannot_be_written_is_read(tmp_path):
     assert (2, 2) == (report["count"], report["count_after"])
     assert ["read only mounts are served", "unrelated"] == report["found"]
     for write in ("store", "consolidate"):
-        assert report[write].startswith("StorageError"), write
+        assert report[write].startswith("ReadOnlyStoreError"), write
         assert "read-only" in report[write]
     assert before == _digest(path)
     assert ["memory.db"] == sorted(file.name for file in directory.iterdir())
@@ -133,7 +133,7 @@ async def test_what_cannot_go_with_read_only(tmp_path):
     with pytest.raises(InvalidEntryError, match="track_access"):
         await open_store(path, read_only=True, track_access=True)
     with pytest.raises(InvalidEntryError, match="read_only"):
-        await open_store(path, read_only="yes")
+        await open_store(path, read_only="yes")  # type: ignore[arg-type]
 
 
 @NEEDS_POSTGRES

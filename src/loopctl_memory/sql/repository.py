@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import scopes as scope_names
-from loopctl_memory.entry import MemoryCategory, MemoryEntry
+from loopctl_memory.entry import MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, moment
 from loopctl_memory.scopes import Scope
@@ -418,16 +418,6 @@ async def existing_ids(connection: AsyncConnection, ids: Sequence[uuid.UUID]) ->
         rows = await connection.execute(select(entries.c.id).where(entries.c.id.in_(chunk)))
         found.update(rows.scalars())
     return found
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """What a store holds, in numbers."""
-
-    entries: int
-    by_category: dict[MemoryCategory, int]
-    relevance_histogram: list[int]
-    """Counts in ten bins of width 0.1: [0, 0.1), [0.1, 0.2), ..., [0.9, 1.0]."""
 
 
 async def summarise(connection: AsyncConnection, scope: ScopeIds = ScopeIds(None)) -> Summary:

@@ -1,22 +1,22 @@
-"""SqlMemoryStore: the LoopMemory contract over SQLAlchemy 2 async, and open_store."""
+"""SqlMemoryStore: the store's public operations, each validate, one unit of work, one call.
+
+How an operation reaches the database is :mod:`~loopctl_memory.sql.unit_of_work`;
+what it reads and writes is :mod:`~loopctl_memory.sql.repository` and the
+rankers; opening a store is :mod:`~loopctl_memory.sql.opening`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import os
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import TypeVar
 
-from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from loopctl_memory import lifecycle, migrate
@@ -26,35 +26,25 @@ from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
     MemoryEntry,
+    Summary,
     check_entry,
     id_range,
     shared_prefix_length,
     validate_id,
     validate_query,
 )
-from loopctl_memory.errors import (
-    InvalidEntryError,
-    ReadOnlyStoreError,
-    StorageError,
-    StoreClosedError,
-)
+from loopctl_memory.errors import InvalidArgumentError, StorageError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, flatten
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import index, repository, search
 from loopctl_memory.sql.backend import Reader, Statement
-from loopctl_memory.sql.boundary import translate_errors
-from loopctl_memory.sql.engine import (
-    DEFAULT_BUSY_TIMEOUT,
-    PoolOptions,
-    Target,
-    create_engine,
-    resolve_target,
-)
+from loopctl_memory.sql.consolidation import consolidate_scope
 from loopctl_memory.sql.ranking_state import RankingState
-from loopctl_memory.sql.repository import ScopeIds, Summary
+from loopctl_memory.sql.repository import ScopeIds
 from loopctl_memory.sql.tuning import Tuning
+from loopctl_memory.sql.unit_of_work import UnitOfWork
 
 T = TypeVar("T")
 
@@ -65,24 +55,18 @@ def _utc_now() -> datetime:
 
 @dataclass(slots=True)
 class _Shared:
-    """What a store and every view of it share: the engine, the copy for retrieval, options."""
+    """What a store and its views share: the unit of work, the copy for retrieval, options."""
 
+    unit: UnitOfWork
+    tuning: Tuning
     track_access: bool
     consolidation: ConsolidationConfig
     clock: Callable[[], datetime]
-    # :memory: is a single connection and so a single transaction: serialise.
-    serial: AbstractAsyncContextManager[Any]
     ranking: RankingState
     # One retrieval at a time uses the copy, and opens its transaction only once it
     # holds the lock: the copy then only ever moves forward in time.
     ranking_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     watermark_seen: int = 0  # when single stores should check the tail's length
-    closed: bool = False
-    read_only: bool = False
-    # The SQLite file as opened, (device, inode): a store notices when it is gone.
-    file: FileWatch | None = None
-    # Why the store stopped answering (its file vanished), once it did.
-    lost: str | None = None
     # A scope name keeps its id for ever, so a view asks for it once.
     scope_ids: dict[str, int] = field(default_factory=lambda: {"": 0})
 
@@ -90,49 +74,40 @@ class _Shared:
 class SqlMemoryStore:
     """The loopctl memory contract, persistent, on SQLite or PostgreSQL.
 
-    Open one with :func:`open_store`. Every operation is one transaction: it
-    commits on success, and on any failure rolls back and leaves the store as
-    it was. Writes on SQLite start as ``BEGIN IMMEDIATE`` so concurrent writers
-    wait (up to ``busy_timeout``) instead of failing. A ``:memory:`` database is
-    one connection, so its operations run one at a time.
+    Open one with :func:`~loopctl_memory.sql.opening.open_store`. Every operation
+    is one transaction: it commits on success, and on any failure rolls back and
+    leaves the store as it was. Writes on SQLite start as ``BEGIN IMMEDIATE`` so
+    concurrent writers wait (up to ``busy_timeout``) instead of failing. A
+    ``:memory:`` database is one connection, so its operations run one at a time.
     """
 
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        target: Target,
-        tuning: Tuning | None = None,
+    def __init__(self, shared: _Shared, scope: Scope, root: SqlMemoryStore | None = None) -> None:
+        """A store over ``shared`` reading ``scope``; ``root`` is the store a view belongs to."""
+        self._shared = shared
+        self._unit = shared.unit
+        self._scope = scope
+        self._root = root  # a view keeps its store alive
+
+    @classmethod
+    def over(
+        cls,
+        unit: UnitOfWork,
         *,
-        track_access: bool = False,
-        consolidation: ConsolidationConfig | None = None,
-        clock: Callable[[], datetime] | None = None,
-        read_only: bool = False,
-    ) -> None:
-        tuning = tuning or Tuning()
-        if consolidation is not None and not isinstance(consolidation, ConsolidationConfig):
-            raise InvalidEntryError(
-                f"consolidation must be a ConsolidationConfig, not {type(consolidation).__name__}"
-            )
-        if type(track_access) is not bool:
-            raise InvalidEntryError(
-                f"track_access must be a bool, not {type(track_access).__name__}"
-            )
-        if read_only and track_access:
-            raise InvalidEntryError("track_access=True writes access stamps: not read_only")
-        self._shared = _Shared(
+        tuning: Tuning,
+        track_access: bool,
+        consolidation: ConsolidationConfig,
+        clock: Callable[[], datetime] | None,
+    ) -> SqlMemoryStore:
+        """The root store over ``unit``, with options already checked (see ``open_store``)."""
+        shared = _Shared(
+            unit=unit,
+            tuning=tuning,
             track_access=track_access,
-            consolidation=consolidation or ConsolidationConfig(),
+            consolidation=consolidation,
             clock=clock or _utc_now,
-            serial=asyncio.Lock() if target.is_memory else contextlib.nullcontext(),
             ranking=RankingState(tuning),  # this process's copy for retrieval
-            read_only=read_only,
         )
-        self._scope = Scope()
-        self._root: SqlMemoryStore | None = None  # a view keeps its store alive
-        self._engine = engine
-        self._target = target
-        self._backend = target.backend
-        self._tuning = tuning
+        return cls(shared, Scope())
 
     def scope(self, name: str, *, descendants: bool = False) -> SqlMemoryStore:
         """A view of this store limited to scope ``name`` (relative to this view's scope).
@@ -157,105 +132,22 @@ class SqlMemoryStore:
         return self._view(Scope(self._scope.name, descendants=True))
 
     def _view(self, scope: Scope) -> SqlMemoryStore:
-        view = object.__new__(SqlMemoryStore)
-        view._shared = self._shared
-        view._scope = scope
-        view._root = self._root or self
-        view._engine = self._engine
-        view._target = self._target
-        view._backend = self._backend
-        view._tuning = self._tuning
-        return view
+        return SqlMemoryStore(self._shared, scope, self._root or self)
 
     @property
     def scope_name(self) -> str:
         """The scope this store writes into (``""``: the root)."""
         return self._scope.name
 
-    @classmethod
-    async def open(
-        cls,
-        target: str | os.PathLike[str] = ":memory:",
-        *,
-        migrate: bool | Literal["create"] = True,
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-        echo: bool = False,
-        pool_size: int = PoolOptions.pool_size,
-        max_overflow: int = PoolOptions.max_overflow,
-        pool_timeout: float = PoolOptions.pool_timeout,
-        statement_timeout: float | None = PoolOptions.statement_timeout,
-        connect_timeout: float = PoolOptions.connect_timeout,
-        tuning: Tuning | None = None,
-        track_access: bool = False,
-        consolidation: ConsolidationConfig | None = None,
-        clock: Callable[[], datetime] | None = None,
-        read_only: bool = False,
-    ) -> SqlMemoryStore:
-        """Connect to ``target`` and check (or bring) its schema to the current revision.
-
-        The pool and timeout options apply to PostgreSQL (see :func:`open_store`).
-        ``read_only``: write nothing, ever (see :func:`open_store`).
-
-        Raises:
-            SchemaError: the schema is unknown, newer, or older and ``migrate`` is
-                false (or ``read_only``).
-            StorageError: the database cannot be opened.
-
-        """
-        resolved = resolve_target(target)
-        if type(read_only) is not bool:
-            raise InvalidEntryError(f"read_only must be a bool, not {type(read_only).__name__}")
-        if read_only and resolved.is_memory:
-            raise InvalidEntryError("read_only=True needs an existing database, not :memory:")
-        file = resolved.sqlite_file
-        if read_only and file is not None and not file.exists():
-            raise StorageError(f"no database at {file}: read_only=True opens an existing one")
-        where = f"open {resolved.describe()}"
-        with translate_errors(where):
-            pool = PoolOptions(
-                pool_size, max_overflow, pool_timeout, statement_timeout, connect_timeout
-            )
-            engine = create_engine(
-                resolved, busy_timeout=busy_timeout, echo=echo, pool=pool, read_only=read_only
-            )
-        try:
-            store = cls(
-                engine,
-                resolved,
-                tuning,
-                track_access=track_access,
-                consolidation=consolidation,
-                clock=clock,
-                read_only=read_only,
-            )
-        except BaseException:
-            await engine.dispose()
-            raise
-        try:
-            with _unwritable_explained(resolved, read_only), translate_errors(where):
-                async with engine.connect() as connection:
-                    await connection.run_sync(
-                        migrate_schema,
-                        upgrade=migrate is True and not read_only,
-                        create=migrate is not False and not read_only,
-                    )
-            if not read_only:
-                await _after_open(engine, resolved, busy_timeout)
-            store._shared.file = FileWatch.of(resolved.sqlite_file)
-        except BaseException:
-            await store.close()
-            raise
-        return store
-
     @property
     def target(self) -> str:
         """Where the store lives (":memory:", a file path, or a URL without password)."""
-        return self._target.describe()
+        return self._unit.where
 
     @property
     def engine(self) -> AsyncEngine:
         """The SQLAlchemy engine, for tools such as migrations; not for writing entries."""
-        return self._engine
+        return self._unit.engine
 
     # --- the LoopMemory contract ---
 
@@ -269,17 +161,15 @@ class SqlMemoryStore:
 
         """
         batch = flatten((check_entry(entry),))
-        backend, shared = self._backend, self._shared
+        shared = self._shared
         scope_id = shared.scope_ids.get(self._scope.name)
-        if not backend.works_in_one_hop or scope_id is None:
+        seq = None if scope_id is None else await self._unit.store_one(batch, scope_id)
+        if seq is None:
             await self.store_flat(batch)
             return
-        seq = await self._run_raw(
-            "store", lambda driver: backend.store_one(driver, batch, scope_id), write=True
-        )
-        if seq - shared.watermark_seen >= self._tuning.tail_limit:
-            limit = self._tuning.tail_limit
-            shared.watermark_seen = await self._run(
+        limit = shared.tuning.tail_limit
+        if seq - shared.watermark_seen >= limit:
+            shared.watermark_seen = await self._unit.run(
                 "index", lambda c: c.run_sync(index.shorten_tail, limit), write=True
             )
 
@@ -301,8 +191,9 @@ class SqlMemoryStore:
         """
         if not len(batch):
             return
-        tuning, base, shared = self._tuning, self._scope.name, self._shared
-        shared.watermark_seen, ids = await self._run(
+        base, shared = self._scope.name, self._shared
+        tuning = shared.tuning
+        shared.watermark_seen, ids = await self._unit.run(
             "store",
             lambda c: repository.insert_entries(c, batch, tuning, base, shared.scope_ids),
             write=True,
@@ -333,7 +224,7 @@ class SqlMemoryStore:
         """
         validate_query(query, limit)
         parsed = parse_query(query)
-        shared, backend, scope = self._shared, self._backend, self._scope
+        shared, scope = self._shared, self._scope
         ranking = shared.ranking
         Answer = tuple[list[int], list[MemoryEntry], list[float]]  # noqa: N806
 
@@ -347,34 +238,12 @@ class SqlMemoryStore:
 
         def stamp(answered: Answer) -> Statement | None:
             seqs, found, _ = answered
-            return self._access_stamp(query, seqs, found) if shared.track_access else None
+            return self._access_stamp(query, seqs, found)
 
-        memory = self._target.is_memory
-        written: Statement | None = None
         async with shared.ranking_lock:
-            if backend.works_in_one_hop:  # one hop to the driver's thread: see store()
-                answered = await self._run_raw(
-                    "retrieve",
-                    lambda driver: backend.read_directly(
-                        driver, answer, memory=memory, then_write=stamp
-                    ),
-                    write=False,  # an access stamp: never on a read-only store
-                )
-            else:
-                answered = await self._run(
-                    "retrieve",
-                    lambda connection: connection.run_sync(
-                        lambda sync: answer(Reader.of(sync, memory=memory))
-                    ),
-                    write=False,
-                )
-                written = stamp(answered)
-        if written is not None:
-            statement = written
-            await self._run(
-                "record access", lambda c: repository.run_statement(c, statement), write=True
+            _, found, scores = await self._unit.read(
+                "retrieve", answer, then_write=stamp if shared.track_access else None
             )
-        _, found, scores = answered
         return list(zip(found, scores, strict=True))
 
     def _access_stamp(
@@ -423,7 +292,7 @@ class SqlMemoryStore:
           reusable; it does not shrink the files.
 
         Raises:
-            InvalidEntryError: ``config`` is not a ConsolidationConfig, or
+            InvalidArgumentError: ``config`` is not a ConsolidationConfig, or
                 ``vacuum`` not a bool.
             StorageError: the pass failed (nothing changed), or, with ``vacuum``,
                 another connection holds the SQLite file: the pass was committed,
@@ -431,7 +300,7 @@ class SqlMemoryStore:
 
         """
         if type(vacuum) is not bool:
-            raise InvalidEntryError(f"vacuum must be a bool, not {type(vacuum).__name__}")
+            raise InvalidArgumentError(f"vacuum must be a bool, not {type(vacuum).__name__}")
         stats = await self._consolidate_pass(config)
         if (stats.pruned or stats.merged) and not vacuum:
             await self._give_back_free_pages()
@@ -447,8 +316,8 @@ class SqlMemoryStore:
 
     async def _give_back_free_pages(self) -> None:
         """After deletes, cut the whole free pages off a file set up for it."""
-        backend, memory = self._backend, self._target.is_memory
-        await self._run_raw(
+        backend, memory = self._unit.backend, self._unit.target.is_memory
+        await self._unit.run_on_driver(
             "give back free pages",
             lambda driver: backend.give_back_free_pages(driver, memory=memory),
             write=True,
@@ -456,8 +325,8 @@ class SqlMemoryStore:
 
     async def _vacuum(self) -> None:
         """Give the database's free space back (see :meth:`consolidate`), outside a transaction."""
-        backend, memory, where = self._backend, self._target.is_memory, self.target
-        await self._run_raw(
+        backend, memory, where = self._unit.backend, self._unit.target.is_memory, self.target
+        await self._unit.run_on_driver(
             "give back the free space",
             lambda driver: backend.vacuum(driver, memory=memory, where=where),
             write=True,
@@ -465,53 +334,20 @@ class SqlMemoryStore:
 
     async def _consolidate_pass(self, config: ConsolidationConfig | None) -> ConsolidationStats:
         """:meth:`consolidate` without the vacuum."""
+        shared = self._shared
         if config is None:
-            config = self._shared.consolidation
+            config = shared.consolidation
         elif not isinstance(config, ConsolidationConfig):
-            raise InvalidEntryError(
+            raise InvalidArgumentError(
                 f"config must be a ConsolidationConfig, not {type(config).__name__}"
             )
-        config = config.normalized()
-        scope = self._scope
-        if config.is_reference:
-
-            async def prune(connection: AsyncConnection) -> tuple[int, int]:
-                ids = await repository.scope_ids(connection, scope)
-                before = await repository.count(connection, ids)
-                return before, await repository.prune(connection, ids)
-
-            before, pruned = await self._run("consolidate", prune, write=True)
-            return ConsolidationStats(
-                entries_before=before, entries_after=before - pruned, pruned=pruned
-            )
-        now = lifecycle.check_now(self._shared.clock())
-        tuning = self._tuning
-
-        async def read(connection: AsyncConnection) -> _Read:
-            ids = await repository.scope_ids(connection, scope)
-            version = await repository.scope_version(connection, ids)
-            return _Read(ids, version, *await repository.entries_with_seqs(connection, ids))
-
-        # Worked out before the write transaction, so that other writers wait only
-        # for the pass to be written, unless the entries changed meanwhile.
-        planned = await self._run("consolidate", read, write=False)
-        result = await asyncio.to_thread(
-            lifecycle.consolidate_entries, planned.entries, config, now
+        return await consolidate_scope(
+            self._unit,
+            self._scope,
+            config.normalized(),
+            clock=shared.clock,
+            tuning=shared.tuning,
         )
-
-        async def write(connection: AsyncConnection) -> ConsolidationStats:
-            ids = await repository.scope_ids(connection, scope)
-            if ids == planned.ids and planned.version == await repository.scope_version(
-                connection, ids
-            ):
-                return await write_pass(
-                    connection, planned.seqs, planned.entries, result, config, tuning=tuning
-                )
-            seqs, entries = await repository.entries_with_seqs(connection, ids)
-            again = lifecycle.consolidate_entries(entries, config, now)
-            return await write_pass(connection, seqs, entries, again, config, tuning=tuning)
-
-        return await self._run("consolidate", write, write=True)
 
     async def count(self) -> int:
         """Return the number of entries the store (or view) reads."""
@@ -586,7 +422,7 @@ class SqlMemoryStore:
         wanted = [validate_id(entry_id) for entry_id in ids]
         if not wanted:
             return set()
-        return await self._run(
+        return await self._unit.run(
             "find stored ids", lambda c: repository.existing_ids(c, wanted), write=False
         )
 
@@ -689,7 +525,7 @@ class SqlMemoryStore:
         Names are full paths (``""`` is the root); scopes without entries are left out.
         """
         scope = self._scope
-        return await self._run(
+        return await self._unit.run(
             "list scopes", lambda c: repository.scope_counts(c, scope), write=False
         )
 
@@ -707,7 +543,7 @@ class SqlMemoryStore:
     ) -> AsyncIterator[tuple[str, MemoryEntry]]:
         """Like :meth:`iter_entries`, each entry with its scope relative to this view's."""
         if batch_size < 1:
-            raise InvalidEntryError(f"batch_size must be >= 1, got {batch_size}")
+            raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
         after = 0
         base = self._scope.name
         while True:
@@ -725,35 +561,29 @@ class SqlMemoryStore:
 
     async def storage_bytes(self) -> int:
         """Bytes the store's tables and indexes take (a SQLite file's write-ahead log excluded)."""
-        return await self._run("measure the database", repository.storage_bytes, write=False)
+        return await self._unit.run("measure the database", repository.storage_bytes, write=False)
 
     async def free_bytes(self) -> int | None:
         """Bytes of free pages in a SQLite file, kept for later writes (see ``consolidate``).
 
         None for ``:memory:`` and PostgreSQL.
         """
-        memory = self._target.is_memory
+        memory = self._unit.target.is_memory
 
         async def measure(connection: AsyncConnection) -> int | None:
             return await repository.free_bytes(connection, memory=memory)
 
-        return await self._run("measure the database", measure, write=False)
+        return await self._unit.run("measure the database", measure, write=False)
 
     async def schema_revision(self) -> str | None:
         """The alembic revision the database is at."""
-        self._check_open(write=False)
-        async with self._shared.serial:
-            with translate_errors("read the schema revision"):
-                async with self._engine.connect() as connection:
-                    return await connection.run_sync(migrate.current)
+        return await self._unit.run_untransacted(
+            "read the schema revision", lambda c: c.run_sync(migrate.current)
+        )
 
     async def close(self) -> None:
         """Release every connection (of the store and all its views). Idempotent."""
-        if self._shared.closed:
-            return
-        self._shared.closed = True
-        with translate_errors("close"):
-            await self._engine.dispose()
+        await self._unit.close()
 
     async def __aenter__(self) -> SqlMemoryStore:
         return self
@@ -768,7 +598,7 @@ class SqlMemoryStore:
 
     def __del__(self) -> None:
         shared = getattr(self, "_shared", None)
-        if shared is not None and not shared.closed and self._root is None:
+        if shared is not None and not shared.unit.closed and self._root is None:
             warnings.warn(
                 f"SqlMemoryStore({self.target}) was never closed; use `async with open_store(...)`"
                 " or `await store.close()`",
@@ -777,7 +607,7 @@ class SqlMemoryStore:
             )
 
     def __repr__(self) -> str:
-        state = "closed" if self._shared.closed else "open"
+        state = "closed" if self._unit.closed else "open"
         scope = ""
         if self._root is not None:
             scope = f" scope {self._scope.name!r}" + (
@@ -785,31 +615,7 @@ class SqlMemoryStore:
             )
         return f"<SqlMemoryStore {self.target}{scope} ({state})>"
 
-    # --- the unit of work ---
-
-    def _check_open(self, *, write: bool) -> None:
-        shared = self._shared
-        if shared.closed:
-            raise StoreClosedError(f"the store at {self.target} is closed")
-        if shared.lost is not None:
-            raise StorageError(shared.lost)
-        if write and shared.read_only:
-            raise ReadOnlyStoreError(
-                f"the store at {self.target} is read-only (opened with read_only=True): "
-                "it writes nothing"
-            )
-
-    def _check_file(self) -> None:
-        """After each unit of work, check that the file is the one opened (one ``stat``).
-
-        Checked once the work is done, so that a write that went to a file
-        removed or replaced meanwhile is not acknowledged.
-        """
-        shared = self._shared
-        if shared.file is not None and shared.lost is None:
-            shared.lost = shared.file.lost()
-            if shared.lost is not None:
-                raise StorageError(shared.lost)
+    # --- how every operation runs ---
 
     async def _in_scope(
         self,
@@ -818,349 +624,10 @@ class SqlMemoryStore:
         *,
         write: bool,
     ) -> T:
-        """Like :meth:`_run`, ``work`` given the ids of the scopes this view reads."""
+        """One unit of work (:meth:`UnitOfWork.run`), ``work`` given the view's scope ids."""
         scope = self._scope
 
         async def scoped(connection: AsyncConnection) -> T:
             return await work(connection, await repository.scope_ids(connection, scope))
 
-        return await self._run(action, scoped, write=write)
-
-    async def _run(
-        self,
-        action: str,
-        work: Callable[[AsyncConnection], Awaitable[T]],
-        *,
-        write: bool,
-    ) -> T:
-        """Run ``work`` as one transaction: commit if it succeeds, roll back if anything fails.
-
-        The transaction runs in a task of its own that the caller's cancellation
-        cannot interrupt half way (an interrupted statement makes SQLAlchemy drop
-        the connection, and with it a whole ``:memory:`` database). A cancelled
-        caller instead makes the transaction roll back at its next step and then
-        sees CancelledError; only a commit already under way still completes.
-        """
-        self._check_open(write=write)
-        abort = asyncio.Event()
-        async with self._shared.serial:
-            self._look_before(write=write)
-            unit = asyncio.ensure_future(self._unit_of_work(action, work, write, abort))
-            result = await _await_uncancellable(unit, abort)
-        self._check_file()
-        return result
-
-    async def _run_raw(self, action: str, work: Callable[[Any], Awaitable[T]], *, write: bool) -> T:
-        """Like ``_run``, with ``work`` given the driver's own connection.
-
-        ``work`` owns the transaction (it begins, commits or rolls back): for the
-        single store an agent makes after every tool call. A caller cancelled
-        meanwhile sees CancelledError once the transaction has ended either way
-        (it is too short to stop half way).
-        """
-        self._check_open(write=write)
-        async with self._shared.serial:
-            self._look_before(write=write)
-            unit = asyncio.ensure_future(self._raw_unit_of_work(action, work, write))
-            result = await _await_uncancellable(unit, asyncio.Event())
-        self._check_file()
-        return result
-
-    def _look_before(self, *, write: bool) -> None:
-        """Before a write, note whether someone else modified the file since the store looked."""
-        if write and self._shared.file is not None:
-            self._shared.file.look_before_writing()
-
-    async def _fresh_pages(self, connection: AsyncConnection) -> Any:
-        """The driver's connection, its cached pages dropped if the file changed meanwhile.
-
-        A write then reads every page it touches from the file, and one that
-        someone else overwrote with garbage fails (as SQLite finds it malformed)
-        instead of being written over pages only the cache still holds.
-        """
-        raw = await connection.get_raw_connection()
-        watch = self._shared.file
-        if watch is not None and raw.info.get(_PAGES_AS_OF, 0) < watch.changes:
-            await self._backend.drop_cached_pages(raw.driver_connection)
-            raw.info[_PAGES_AS_OF] = watch.changes
-        return raw.driver_connection
-
-    async def _raw_unit_of_work(
-        self, action: str, work: Callable[[Any], Awaitable[T]], write: bool
-    ) -> T:
-        with translate_errors(action):
-            async with self._engine.connect() as connection:
-                if write:
-                    driver = await self._fresh_pages(connection)
-                else:
-                    driver = (await connection.get_raw_connection()).driver_connection
-                return await work(driver)
-
-    async def _unit_of_work(
-        self,
-        action: str,
-        work: Callable[[AsyncConnection], Awaitable[T]],
-        write: bool,
-        abort: asyncio.Event,
-    ) -> T:
-        with translate_errors(action):
-            async with self._engine.connect() as connection:
-                if write:
-                    await self._fresh_pages(connection)
-                    await connection.execution_options(**self._backend.begin_options(write=True))
-                async with connection.begin() as transaction:
-                    result = await work(connection)
-                    if abort.is_set():
-                        await transaction.rollback()
-                return result
-
-
-async def _await_uncancellable(unit: asyncio.Future[T], abort: asyncio.Event) -> T:
-    """Wait for ``unit`` to finish even if the caller is cancelled meanwhile.
-
-    A cancellation sets ``abort`` (the unit then rolls back at its next step) and
-    is re-raised once the unit is done, so the connection is never dropped
-    half way through a statement.
-    """
-    cancelled = False
-    while not unit.done():
-        try:
-            await asyncio.wait((unit,))
-        except asyncio.CancelledError:
-            cancelled = True
-            abort.set()
-    if cancelled:
-        unit.exception()  # retrieved, so asyncio does not log it as never awaited
-        raise asyncio.CancelledError
-    return unit.result()
-
-
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """What a consolidation pass works from: the view's entries, and how to tell they changed."""
-
-    ids: ScopeIds
-    version: tuple[int, ...]
-    seqs: list[int]
-    entries: list[MemoryEntry]
-
-
-async def write_pass(
-    connection: AsyncConnection,
-    seqs: list[int],
-    before: list[MemoryEntry],
-    result: lifecycle.ConsolidationResult,
-    config: ConsolidationConfig,
-    *,
-    tuning: Tuning,
-) -> ConsolidationStats:
-    """Write what a pass over ``before`` (the entries at ``seqs``) made of them.
-
-    Each survivor is written at the seq of its cluster's first member (so it
-    keeps that place in insertion order); the others are removed. Other
-    processes learn of rewritten entries from the change log (or, when many
-    were rewritten, the index is built again), and read every entry again when
-    a decay changed them all.
-    """
-    kept = {seqs[slot] for slot in result.slots}
-    gone = [seq for seq in seqs if seq not in kept]
-    for start in range(0, len(gone), 10_000):
-        await repository.remove_seqs(connection, gone[start : start + 10_000])
-    rows: list[tuple[int, MemoryEntry]] = []
-    log: list[int] = []
-    retagged: list[int] = []
-    for slot, after in zip(result.slots, result.entries, strict=True):
-        seq, old = seqs[slot], before[slot]
-        if after == old:
-            continue
-        rows.append((seq, after))
-        if old.tags != after.tags:
-            retagged.append(seq)
-        text_changed = (old.memory, old.tags) != (after.memory, after.tags)
-        if text_changed or (not config.decay and old.relevance != after.relevance):
-            log.append(seq)
-    reindex = len(log) > tuning.reindex_above
-    await repository.rewrite(connection, rows, log=[] if reindex else log, tags_of=retagged)
-    if reindex:
-        await connection.run_sync(index.rebuild, row_entries=tuning.tail_limit)
-    if reindex or (config.decay and rows):
-        await repository.raise_generation(connection)
-    return result.stats
-
-
-def migrate_schema(connection: Connection, *, upgrade: bool, create: bool | None = None) -> None:
-    """Bring the schema to head, or check it is there (see :func:`migrate.ensure_schema`)."""
-    migrate.ensure_schema(connection, upgrade=upgrade, create=create)
-
-
-_PAGES_AS_OF = "loopctl_pages_as_of"
-"""A pooled connection's note of the file's modification count its cached pages reflect."""
-
-
-class FileWatch:
-    """The SQLite file a store opened, watched with one ``stat`` at a time.
-
-    It tells whether the path still names that file (same device and inode),
-    and whether the file was modified since the store last looked, by some
-    writer other than the store's own writes and their checkpoints: then the
-    pages a connection has cached may no longer be what the file holds.
-    """
-
-    __slots__ = ("_identity", "_seen", "changes", "path")
-
-    def __init__(self, file: Path) -> None:
-        self.path = os.path.abspath(file)  # as opened, whatever the working directory
-        found = os.stat(self.path)
-        self._identity = (found.st_dev, found.st_ino)
-        self._seen = (found.st_mtime_ns, found.st_size)
-        self.changes = 0
-        """How many times the file was seen modified by someone else."""
-
-    @classmethod
-    def of(cls, file: Path | None) -> FileWatch | None:
-        """A watch of ``file`` (None for ``:memory:`` and servers)."""
-        return None if file is None else cls(file)
-
-    def look_before_writing(self) -> None:
-        """Count a modification made since the store last looked (it then reads afresh)."""
-        with contextlib.suppress(OSError):  # a vanished file: told after the write
-            found = os.stat(self.path)
-            if (found.st_mtime_ns, found.st_size) != self._seen:
-                self.changes += 1
-
-    def lost(self) -> str | None:
-        """After the store's work: why the path no longer names the file, or None."""
-        try:
-            found = os.stat(self.path)
-        except FileNotFoundError:
-            what = "was removed or renamed"
-        except OSError as exc:
-            what = f"can no longer be examined ({exc.strerror})"
-        else:
-            if (found.st_dev, found.st_ino) == self._identity:
-                self._seen = (found.st_mtime_ns, found.st_size)
-                return None
-            what = "was replaced by another file"
-        return (
-            f"the database file {self.path} {what} while the store had it open: "
-            "the store acknowledges nothing more; reopen it"
-        )
-
-
-@contextlib.contextmanager
-def _unwritable_explained(target: Target, read_only: bool) -> Iterator[None]:
-    """An open that failed on a file (or directory) that cannot be written says so."""
-    try:
-        yield
-    except StorageError as exc:
-        file = target.sqlite_file
-        if read_only or file is None or not os.path.exists(file):
-            raise
-        directory = os.path.dirname(os.path.abspath(file))
-        if os.access(file, os.W_OK) and os.access(directory, os.W_OK):
-            raise
-        raise StorageError(
-            f"cannot open {file} for writing: the file or its directory is read-only; "
-            "open it with read_only=True (`loopctl-memory --read-only ...`) to read it"
-        ) from exc.__cause__
-
-
-async def _after_open(engine: AsyncEngine, target: Target, busy_timeout: float) -> None:
-    """The backend's last step of an open (a SQLite file: WAL), retried while another opens it.
-
-    Switching a file to WAL needs the file to itself and SQLite fails at once
-    instead of waiting, so several processes opening a new file together retry
-    here, up to ``busy_timeout``.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + busy_timeout
-    delay = 0.005
-    while True:
-        try:
-            with translate_errors(f"open {target.describe()}"):
-                async with engine.connect() as connection:
-                    await connection.run_sync(target.backend.after_open, memory=target.is_memory)
-        except StorageError as exc:
-            if "locked" not in str(exc) or loop.time() >= deadline:
-                raise
-            await asyncio.sleep(delay)
-            delay = min(2 * delay, 0.1)
-        else:
-            return
-
-
-class _OpenStore:
-    """What :func:`open_store` returns: await it, or use it as an async context manager."""
-
-    def __init__(self, target: str | os.PathLike[str], options: dict[str, Any]) -> None:
-        self._target = target
-        self._options = options
-        self._store: SqlMemoryStore | None = None
-
-    def __await__(self) -> Generator[Any, None, SqlMemoryStore]:
-        return SqlMemoryStore.open(self._target, **self._options).__await__()
-
-    async def __aenter__(self) -> SqlMemoryStore:
-        self._store = await SqlMemoryStore.open(self._target, **self._options)
-        return self._store
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._store is not None:
-            await self._store.close()
-
-
-def open_store(target: str | os.PathLike[str] = ":memory:", **options: Any) -> _OpenStore:
-    """Open a :class:`SqlMemoryStore` at ``target``, migrating its schema to head.
-
-    ``target`` is ``":memory:"``, a file path, or a SQLAlchemy URL
-    (``sqlite+aiosqlite:///...``, ``postgresql+asyncpg://...``).
-
-    Options:
-        migrate (bool | "create"): create the schema of a new database and
-            upgrade an older one (True, the default); create a new one but never
-            upgrade ("create"); or neither (False): then an older or empty
-            database raises SchemaError.
-        busy_timeout (float): seconds a writer waits for another writer's lock
-            before StorageError (default 5; on PostgreSQL the ``lock_timeout``).
-        echo (bool): log every SQL statement.
-        pool_size, max_overflow (int): PostgreSQL connections kept open (default
-            5) and opened beyond them under load (default 10).
-        pool_timeout (float): seconds to wait for a free connection (default 30).
-        statement_timeout (float | None): seconds one statement may run on
-            PostgreSQL before the server cancels it (default: no limit).
-        connect_timeout (float): seconds to wait for PostgreSQL when connecting
-            (default 10).
-        tuning (Tuning): the token index's and the search's thresholds
-            (:class:`loopctl_memory.sql.tuning.Tuning`); they set speed, never answers.
-        track_access (bool): ``retrieve`` records an access of each returned
-            entry that matched a query word or tag (``access_count`` + 1,
-            ``last_accessed``), in a short write after the read (default False).
-        consolidation (ConsolidationConfig): what ``consolidate()`` does by
-            default (default ``ConsolidationConfig()``, loopctl 0.1.0's rule).
-        clock (Callable[[], datetime]): the time now, for access stamps, decay
-            and ``forget(older_than=timedelta)`` (default: the system clock, UTC).
-        read_only (bool): open an existing database without writing anything
-            (default False): every read is served, every write raises
-            StorageError, the schema is checked and never migrated. A SQLite file
-            opens with ``mode=ro``, or as ``immutable`` where SQLite cannot open
-            it otherwise (a WAL file with no ``-shm`` in a directory that cannot
-            be written: a read-only mount, another user's directory), which
-            assumes nobody writes it meanwhile. PostgreSQL runs read-only
-            transactions.
-
-    A SQLite store checks after every operation that its path still names the
-    file it opened (one ``stat``): once the file was removed, renamed or
-    replaced, every operation raises StorageError naming the path.
-
-    Example:
-        >>> async def main() -> None:
-        ...     async with open_store("memory.db") as store:
-        ...         await store.store(MemoryEntry(MemoryCategory.FACT, "CI runs make test"))
-
-    """
-    return _OpenStore(target, options)
+        return await self._unit.run(action, scoped, write=write)

@@ -1,0 +1,262 @@
+"""Opening a store: the options, their validation, the engine, the schema, and ``open_store``.
+
+:class:`OpenOptions` is the one declared set of options, shared by
+:func:`open_store` here and :func:`loopctl_memory.sync.open_store`, and
+documented once, on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable, Generator, Iterator
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, TypedDict, Unpack
+
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from loopctl_memory import migrate
+from loopctl_memory.errors import InvalidArgumentError, StorageError
+from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.sql.boundary import translate_errors
+from loopctl_memory.sql.engine import (
+    DEFAULT_BUSY_TIMEOUT,
+    PoolOptions,
+    Target,
+    create_engine,
+    resolve_target,
+)
+from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.tuning import Tuning
+from loopctl_memory.sql.unit_of_work import UnitOfWork
+
+
+class OpenOptions(TypedDict, total=False):
+    """The options of :func:`open_store` (and of :func:`loopctl_memory.sync.open_store`).
+
+    Every option is a keyword argument; an unknown one is a ``TypeError``.
+
+    Attributes:
+        migrate: create the schema of a new database and upgrade an older one
+            (True, the default); create a new one but never upgrade ("create");
+            or neither (False): then an older or empty database raises SchemaError.
+        busy_timeout: seconds a writer waits for another writer's lock before
+            StorageError (default 5; on PostgreSQL the ``lock_timeout``).
+        echo: log every SQL statement (default False).
+        pool_size: PostgreSQL connections kept open (default 5).
+        max_overflow: PostgreSQL connections opened beyond ``pool_size`` under
+            load (default 10).
+        pool_timeout: seconds to wait for a free connection (default 30).
+        statement_timeout: seconds one statement may run on PostgreSQL before the
+            server cancels it (default None: no limit).
+        connect_timeout: seconds to wait for PostgreSQL when connecting (default 10).
+        tuning: the token index's and the search's thresholds
+            (:class:`loopctl_memory.sql.tuning.Tuning`); they set speed, never answers.
+        track_access: ``retrieve`` records an access of each returned entry that
+            matched a query word or tag (``access_count`` + 1, ``last_accessed``),
+            in a short write after the read (default False).
+        consolidation: what ``consolidate()`` does by default (default
+            ``ConsolidationConfig()``, loopctl 0.1.0's rule).
+        clock: the time now, for access stamps, decay and
+            ``forget(older_than=timedelta)`` (default: the system clock, UTC).
+        read_only: open an existing database without writing anything (default
+            False): every read is served, every write raises ReadOnlyStoreError,
+            the schema is checked and never migrated. A SQLite file opens with
+            ``mode=ro``, or as ``immutable`` where SQLite cannot open it otherwise
+            (a WAL file with no ``-shm`` in a directory that cannot be written: a
+            read-only mount, another user's directory), which assumes nobody
+            writes it meanwhile. PostgreSQL runs read-only transactions.
+
+    """
+
+    migrate: bool | Literal["create"]
+    busy_timeout: float
+    echo: bool
+    pool_size: int
+    max_overflow: int
+    pool_timeout: float
+    statement_timeout: float | None
+    connect_timeout: float
+    tuning: Tuning | None
+    track_access: bool
+    consolidation: ConsolidationConfig | None
+    clock: Callable[[], datetime] | None
+    read_only: bool
+
+
+def open_store(
+    target: str | os.PathLike[str] = ":memory:", **options: Unpack[OpenOptions]
+) -> OpeningStore:
+    """Open a :class:`SqlMemoryStore` at ``target``, migrating its schema to head.
+
+    ``target`` is ``":memory:"``, a file path, or a SQLAlchemy URL
+    (``sqlite+aiosqlite:///...``, ``postgresql+asyncpg://...``). The options are
+    :class:`OpenOptions`. Await the result, or use it as an async context
+    manager that closes the store on exit.
+
+    A SQLite store checks after every operation that its path still names the
+    file it opened (one ``stat``): once the file was removed, renamed or
+    replaced, every operation raises StorageError naming the path.
+
+    Raises:
+        TypeError: an option that is not one of :class:`OpenOptions`.
+        InvalidArgumentError: an option's value is not valid.
+        SchemaError: the schema is unknown, newer, or older and ``migrate`` is
+            false (or ``read_only``).
+        StorageError: the database cannot be opened.
+
+    Example:
+        >>> async def main() -> None:
+        ...     async with open_store("memory.db") as store:
+        ...         await store.store(MemoryEntry(MemoryCategory.FACT, "CI runs make test"))
+
+    """
+    unknown = sorted(set(options) - set(OpenOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"open_store() got an unexpected keyword argument {unknown[0]!r}")
+    return OpeningStore(target, options)
+
+
+class OpeningStore:
+    """What :func:`open_store` returns: await it, or use it as an async context manager."""
+
+    def __init__(self, target: str | os.PathLike[str], options: OpenOptions) -> None:
+        self._target = target
+        self._options = options
+        self._store: SqlMemoryStore | None = None
+
+    def __await__(self) -> Generator[Any, None, SqlMemoryStore]:
+        return open_sql_store(self._target, self._options).__await__()
+
+    async def __aenter__(self) -> SqlMemoryStore:
+        self._store = await open_sql_store(self._target, self._options)
+        return self._store
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -> SqlMemoryStore:
+    """Connect to ``target`` and check (or bring) its schema to the current revision.
+
+    The work of :func:`open_store`, which documents the options and errors.
+    """
+    resolved = resolve_target(target)
+    read_only = _flag(options, "read_only")
+    track_access = _flag(options, "track_access")
+    consolidation = options.get("consolidation") or ConsolidationConfig()
+    if not isinstance(consolidation, ConsolidationConfig):
+        raise InvalidArgumentError(
+            f"consolidation must be a ConsolidationConfig, not {type(consolidation).__name__}"
+        )
+    if read_only and track_access:
+        raise InvalidArgumentError("track_access=True writes access stamps: not read_only")
+    if read_only and resolved.is_memory:
+        raise InvalidArgumentError("read_only=True needs an existing database, not :memory:")
+    file = resolved.sqlite_file
+    if read_only and file is not None and not file.exists():
+        raise StorageError(f"no database at {file}: read_only=True opens an existing one")
+    busy_timeout = options.get("busy_timeout", DEFAULT_BUSY_TIMEOUT)
+    where = f"open {resolved.describe()}"
+    with translate_errors(where):
+        pool = PoolOptions(
+            options.get("pool_size", PoolOptions.pool_size),
+            options.get("max_overflow", PoolOptions.max_overflow),
+            options.get("pool_timeout", PoolOptions.pool_timeout),
+            options.get("statement_timeout", PoolOptions.statement_timeout),
+            options.get("connect_timeout", PoolOptions.connect_timeout),
+        )
+        engine = create_engine(
+            resolved,
+            busy_timeout=busy_timeout,
+            echo=options.get("echo", False),
+            pool=pool,
+            read_only=read_only,
+        )
+    unit = UnitOfWork(engine, resolved, read_only=read_only)
+    store = SqlMemoryStore.over(
+        unit,
+        tuning=options.get("tuning") or Tuning(),
+        track_access=track_access,
+        consolidation=consolidation,
+        clock=options.get("clock"),
+    )
+    migrating = options.get("migrate", True)
+    try:
+        with _unwritable_explained(resolved, read_only), translate_errors(where):
+            async with engine.connect() as connection:
+                await connection.run_sync(
+                    migrate_schema,
+                    upgrade=migrating is True and not read_only,
+                    create=migrating is not False and not read_only,
+                )
+        if not read_only:
+            await _after_open(engine, resolved, busy_timeout)
+        unit.watch_file()
+    except BaseException:
+        await store.close()
+        raise
+    return store
+
+
+def _flag(options: OpenOptions, name: Literal["read_only", "track_access"]) -> bool:
+    value = options.get(name, False)
+    if type(value) is not bool:
+        raise InvalidArgumentError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def migrate_schema(connection: Connection, *, upgrade: bool, create: bool | None = None) -> None:
+    """Bring the schema to head, or check it is there (see :func:`migrate.ensure_schema`)."""
+    migrate.ensure_schema(connection, upgrade=upgrade, create=create)
+
+
+@contextlib.contextmanager
+def _unwritable_explained(target: Target, read_only: bool) -> Iterator[None]:
+    """An open that failed on a file (or directory) that cannot be written says so."""
+    try:
+        yield
+    except StorageError as exc:
+        file = target.sqlite_file
+        if read_only or file is None or not os.path.exists(file):
+            raise
+        directory = os.path.dirname(os.path.abspath(file))
+        if os.access(file, os.W_OK) and os.access(directory, os.W_OK):
+            raise
+        raise StorageError(
+            f"cannot open {file} for writing: the file or its directory is read-only; "
+            "open it with read_only=True (`loopctl-memory --read-only ...`) to read it"
+        ) from exc.__cause__
+
+
+async def _after_open(engine: AsyncEngine, target: Target, busy_timeout: float) -> None:
+    """The backend's last step of an open (a SQLite file: WAL), retried while another opens it.
+
+    Switching a file to WAL needs the file to itself and SQLite fails at once
+    instead of waiting, so several processes opening a new file together retry
+    here, up to ``busy_timeout``.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + busy_timeout
+    delay = 0.005
+    while True:
+        try:
+            with translate_errors(f"open {target.describe()}"):
+                async with engine.connect() as connection:
+                    await connection.run_sync(target.backend.after_open, memory=target.is_memory)
+        except StorageError as exc:
+            if "locked" not in str(exc) or loop.time() >= deadline:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 0.1)
+        else:
+            return

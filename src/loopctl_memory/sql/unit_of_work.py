@@ -1,0 +1,275 @@
+"""The unit of work: how every operation of a store reaches the database, as one transaction.
+
+A :class:`UnitOfWork` is shared by a store and all its views. Each operation
+runs as one transaction on one pooled connection, through one of two lanes:
+
+- the connection lane: SQLAlchemy's ``AsyncConnection``, in a transaction the
+  unit begins and commits (or rolls back on any failure);
+- the driver lane: a whole transaction in one hop to aiosqlite's thread, on
+  the driver's own connection, for the two calls an agent makes most (a single
+  ``store`` after every tool call, ``retrieve`` before every turn), where the
+  backend can (:attr:`~loopctl_memory.sql.backend.Backend.works_in_one_hop`).
+
+The lane is chosen here, in :meth:`UnitOfWork.read` and
+:meth:`UnitOfWork.store_one`, not by each operation. Around every unit: the
+store's state is checked (closed, read-only, its file lost), a caller's
+cancellation never interrupts a statement half way, errors are translated
+(:mod:`~loopctl_memory.sql.boundary`), and a SQLite file is watched
+(:mod:`~loopctl_memory.sql.file_watch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from loopctl_memory.errors import ReadOnlyStoreError, StorageError, StoreClosedError
+from loopctl_memory.flat import FlatBatch
+from loopctl_memory.sql import repository
+from loopctl_memory.sql.backend import Reader, Statement
+from loopctl_memory.sql.boundary import translate_errors
+from loopctl_memory.sql.engine import Target
+from loopctl_memory.sql.file_watch import PAGES_AS_OF, FileWatch
+
+T = TypeVar("T")
+
+
+class UnitOfWork:
+    """Runs a store's operations, each as one transaction, on its engine.
+
+    Shared by a store and every view of it. A ``:memory:`` database is a single
+    connection and so a single transaction: its units run one at a time.
+    """
+
+    def __init__(self, engine: AsyncEngine, target: Target, *, read_only: bool = False) -> None:
+        self.engine = engine
+        self.target = target
+        self.backend = target.backend
+        self.read_only = read_only
+        self.closed = False
+        # :memory: is a single connection and so a single transaction: serialise.
+        self._serial: AbstractAsyncContextManager[Any] = (
+            asyncio.Lock() if target.is_memory else contextlib.nullcontext()
+        )
+        # The SQLite file as opened, (device, inode): a store notices when it is gone.
+        self.file: FileWatch | None = None
+        # Why the store stopped answering (its file vanished), once it did.
+        self._lost: str | None = None
+
+    @property
+    def where(self) -> str:
+        """Where the database lives, for messages (a URL without its password)."""
+        return self.target.describe()
+
+    def watch_file(self) -> None:
+        """Start watching the SQLite file the store opened (nothing for ``:memory:`` or servers)."""
+        self.file = FileWatch.of(self.target.sqlite_file)
+
+    async def run(
+        self,
+        action: str,
+        work: Callable[[AsyncConnection], Awaitable[T]],
+        *,
+        write: bool,
+    ) -> T:
+        """Run ``work`` as one transaction: commit if it succeeds, roll back if anything fails.
+
+        The transaction runs in a task of its own that the caller's cancellation
+        cannot interrupt half way (an interrupted statement makes SQLAlchemy drop
+        the connection, and with it a whole ``:memory:`` database). A cancelled
+        caller instead makes the transaction roll back at its next step and then
+        sees CancelledError; only a commit already under way still completes.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            ReadOnlyStoreError: ``write`` on a store opened read-only.
+            StorageError: the database refused the work (nothing changed), or
+                the file was removed or replaced (then nothing more is acknowledged).
+
+        """
+        self._check_open(write=write)
+        abort = asyncio.Event()
+        async with self._serial:
+            self._look_before(write=write)
+            unit = asyncio.ensure_future(self._in_transaction(action, work, write, abort))
+            result = await _await_uncancellable(unit, abort)
+        self._check_file()
+        return result
+
+    async def run_on_driver(
+        self, action: str, work: Callable[[Any], Awaitable[T]], *, write: bool
+    ) -> T:
+        """Like :meth:`run`, with ``work`` given the driver's own connection.
+
+        ``work`` owns the transaction (it begins, commits or rolls back). A caller
+        cancelled meanwhile sees CancelledError once the transaction has ended
+        either way (it is too short to stop half way).
+        """
+        self._check_open(write=write)
+        async with self._serial:
+            self._look_before(write=write)
+            unit = asyncio.ensure_future(self._on_driver(action, work, write))
+            result = await _await_uncancellable(unit, asyncio.Event())
+        self._check_file()
+        return result
+
+    async def run_untransacted(
+        self, action: str, work: Callable[[AsyncConnection], Awaitable[T]]
+    ) -> T:
+        """``work`` on a connection outside our transactions (it begins its own, as alembic does)."""
+        self._check_open(write=False)
+        async with self._serial:
+            with translate_errors(action):
+                async with self.engine.connect() as connection:
+                    return await work(connection)
+
+    async def read(
+        self,
+        action: str,
+        answer: Callable[[Reader], T],
+        *,
+        then_write: Callable[[T], Statement | None] | None = None,
+    ) -> T:
+        """``answer`` in one read transaction, then the statement ``then_write`` makes of it.
+
+        The write (an access stamp), if any, is a transaction of its own after
+        the read: in the same hop to the driver's thread where the backend can,
+        else a second unit. Either way a read-only store refuses it.
+        """
+        backend, memory = self.backend, self.target.is_memory
+        if backend.works_in_one_hop:
+            return await self.run_on_driver(
+                action,
+                lambda driver: backend.read_directly(
+                    driver, answer, memory=memory, then_write=then_write
+                ),
+                write=False,
+            )
+        answered = await self.run(
+            action,
+            lambda connection: connection.run_sync(
+                lambda sync: answer(Reader.of(sync, memory=memory))
+            ),
+            write=False,
+        )
+        written = then_write(answered) if then_write is not None else None
+        if written is not None:
+            statement = written
+            await self.run(
+                "record access", lambda c: repository.run_statement(c, statement), write=True
+            )
+        return answered
+
+    async def store_one(self, batch: FlatBatch, scope_id: int) -> int | None:
+        """Store a batch of one entry in one hop to the driver; its seq, or None where no such lane.
+
+        Where the backend has no one-hop lane, nothing is done: the caller stores
+        the batch through the connection lane.
+        """
+        backend = self.backend
+        if not backend.works_in_one_hop:
+            return None
+        return await self.run_on_driver(
+            "store", lambda driver: backend.store_one(driver, batch, scope_id), write=True
+        )
+
+    async def close(self) -> None:
+        """Release every connection. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        with translate_errors("close"):
+            await self.engine.dispose()
+
+    def _check_open(self, *, write: bool) -> None:
+        if self.closed:
+            raise StoreClosedError(f"the store at {self.where} is closed")
+        if self._lost is not None:
+            raise StorageError(self._lost)
+        if write and self.read_only:
+            raise ReadOnlyStoreError(
+                f"the store at {self.where} is read-only (opened with read_only=True): "
+                "it writes nothing"
+            )
+
+    def _check_file(self) -> None:
+        """After each unit of work, check that the file is the one opened (one ``stat``).
+
+        Checked once the work is done, so that a write that went to a file
+        removed or replaced meanwhile is not acknowledged.
+        """
+        if self.file is not None and self._lost is None:
+            self._lost = self.file.lost()
+            if self._lost is not None:
+                raise StorageError(self._lost)
+
+    def _look_before(self, *, write: bool) -> None:
+        """Before a write, note whether someone else modified the file since the store looked."""
+        if write and self.file is not None:
+            self.file.look_before_writing()
+
+    async def _fresh_pages(self, connection: AsyncConnection) -> Any:
+        """The driver's connection, its cached pages dropped if the file changed meanwhile.
+
+        A write then reads every page it touches from the file, and one that
+        someone else overwrote with garbage fails (as SQLite finds it malformed)
+        instead of being written over pages only the cache still holds.
+        """
+        raw = await connection.get_raw_connection()
+        watch = self.file
+        if watch is not None and raw.info.get(PAGES_AS_OF, 0) < watch.changes:
+            await self.backend.drop_cached_pages(raw.driver_connection)
+            raw.info[PAGES_AS_OF] = watch.changes
+        return raw.driver_connection
+
+    async def _on_driver(self, action: str, work: Callable[[Any], Awaitable[T]], write: bool) -> T:
+        with translate_errors(action):
+            async with self.engine.connect() as connection:
+                if write:
+                    driver = await self._fresh_pages(connection)
+                else:
+                    driver = (await connection.get_raw_connection()).driver_connection
+                return await work(driver)
+
+    async def _in_transaction(
+        self,
+        action: str,
+        work: Callable[[AsyncConnection], Awaitable[T]],
+        write: bool,
+        abort: asyncio.Event,
+    ) -> T:
+        with translate_errors(action):
+            async with self.engine.connect() as connection:
+                if write:
+                    await self._fresh_pages(connection)
+                    await connection.execution_options(**self.backend.begin_options(write=True))
+                async with connection.begin() as transaction:
+                    result = await work(connection)
+                    if abort.is_set():
+                        await transaction.rollback()
+                return result
+
+
+async def _await_uncancellable(unit: asyncio.Future[T], abort: asyncio.Event) -> T:
+    """Wait for ``unit`` to finish even if the caller is cancelled meanwhile.
+
+    A cancellation sets ``abort`` (the unit then rolls back at its next step) and
+    is re-raised once the unit is done, so the connection is never dropped
+    half way through a statement.
+    """
+    cancelled = False
+    while not unit.done():
+        try:
+            await asyncio.wait((unit,))
+        except asyncio.CancelledError:
+            cancelled = True
+            abort.set()
+    if cancelled:
+        unit.exception()  # retrieved, so asyncio does not log it as never awaited
+        raise asyncio.CancelledError
+    return unit.result()
