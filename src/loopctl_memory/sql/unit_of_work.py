@@ -121,7 +121,7 @@ class UnitOfWork:
     async def run_untransacted(
         self, action: str, work: Callable[[AsyncConnection], Awaitable[T]]
     ) -> T:
-        """``work`` on a connection outside our transactions (it begins its own, as alembic does)."""
+        """``work`` on a connection outside our transactions (it begins its own, as alembic)."""
         self._check_open(write=False)
         async with self._serial:
             with translate_errors(action):
