@@ -10,7 +10,7 @@ import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, errors, open_store
 from loopctl_memory.errors import LoopMemoryError
-from loopctl_memory.sql import backend
+from loopctl_memory.sql.backend import sqlite as backend
 from loopctl_memory.sql.engine import resolve_target
 
 

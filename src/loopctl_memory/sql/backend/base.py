@@ -1,0 +1,236 @@
+"""What every backend answers: the Backend interface, the Reader, and the registry."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from loopctl_memory.flat import FlatBatch
+
+if TYPE_CHECKING:
+    from loopctl_memory.sql.engine import PoolOptions
+
+BEGIN_MODE = "loopctl_begin"  # execution option read by the "begin" listeners
+WRITE = "IMMEDIATE"
+
+EntryRow = tuple[Any, ...]
+T = TypeVar("T")
+Statement = tuple[str, Sequence[Any]]
+"""SQL with ``?`` placeholders, and its arguments."""
+
+
+class Backend:
+    """What one database does its own way. One instance per dialect, shared."""
+
+    name: ClassVar[str]
+    works_in_one_hop: ClassVar[bool] = False
+    """Whether :meth:`store_one` and :meth:`read_directly` run a single store and a retrieval
+    in one hop to the driver's thread, faster than SQLAlchemy's statement-by-statement path."""
+
+    def engine_options(
+        self, *, memory: bool, busy_timeout: float, pool: PoolOptions, read_only: bool = False
+    ) -> dict[str, Any]:
+        """Keyword arguments for ``create_async_engine`` besides the URL."""
+        raise NotImplementedError
+
+    def read_only_url(self, url: URL) -> URL:
+        """``url`` opened so that the database refuses every write."""
+        return url
+
+    async def drop_cached_pages(self, driver: Any) -> None:
+        """Make the driver's connection read its next pages from the database (SQLite)."""
+        del driver
+
+    def configure(self, engine: AsyncEngine, *, memory: bool, busy_timeout: float) -> None:
+        """Install the engine's connection and transaction listeners."""
+        raise NotImplementedError
+
+    def begin_options(self, *, write: bool) -> dict[str, Any]:
+        """Execution options for the connection's next transactions: a write or a read."""
+        return {BEGIN_MODE: WRITE if write else ""}
+
+    def encode(self, text: str) -> Any:
+        """A str as the driver takes it for a ``Utf8Text`` column (raw SQL paths)."""
+        return text
+
+    def decode(self, stored: Any) -> str:
+        """A ``Utf8Text`` value as the driver returns it (raw SQL paths), as a str."""
+        return str(stored)
+
+    def sql(self, statement: str) -> str:
+        """``statement``, written with ``?`` placeholders, in the driver's style."""
+        return statement
+
+    def entry_rows(
+        self, batch: FlatBatch, first_seq: int, scope_ids: Mapping[str, int]
+    ) -> list[EntryRow]:
+        """The batch's entries as rows for ``INSERT INTO entries (seq, ...)``, numbered on.
+
+        ``scope_ids``: the id of each scope the batch names.
+        """
+        return [
+            (first_seq + index, *entry[:10], scope_ids[entry[10]])
+            for index, entry in enumerate(batch.entries)
+        ]
+
+    def tag_rows(self, batch: FlatBatch, first_seq: int) -> list[EntryRow]:
+        """The batch's tags as rows for ``INSERT INTO tags (entry_seq, ...)``."""
+        return [(first_seq + index, *rest) for index, *rest in batch.tags]
+
+    def storage_bytes(self, connection: Connection) -> int:
+        """Bytes the store's tables and indexes take in the database."""
+        raise NotImplementedError
+
+    def free_bytes(self, connection: Connection, *, memory: bool) -> int | None:
+        """Bytes of free pages inside the database, or None where that is not known."""
+        del connection, memory
+        return None
+
+    async def vacuum(self, driver: Any, *, memory: bool, where: str) -> None:
+        """Give the database's free space back, on the driver's connection, outside a transaction.
+
+        ``where``: the database, for messages.
+        """
+        raise NotImplementedError
+
+    async def give_back_free_pages(self, driver: Any, *, memory: bool) -> None:
+        """Cheaply give back what the last deletes freed, where the database can (SQLite)."""
+        del driver, memory
+
+    def after_indexing(self, connection: Connection, tables: list[str]) -> None:
+        """Called once a write added a block of postings; nothing to do by default."""
+
+    async def store_one(self, driver: Any, batch: FlatBatch, scope_id: int) -> int:
+        """Store a batch of one entry, in scope ``scope_id``, in a transaction of its own.
+
+        On the driver's connection; returns the entry's seq. Only where
+        :attr:`works_in_one_hop`.
+        """
+        raise NotImplementedError
+
+    @contextmanager
+    def migrating(self, connection: Connection) -> Iterator[None]:
+        """Around a migration's transaction; nothing to do by default."""
+        yield
+
+    def after_open(self, connection: Connection, *, memory: bool) -> None:
+        """Run once the schema is known to be ours, outside any transaction; may raise "locked"."""
+
+    @contextmanager
+    def reading_once(self, reader: Reader) -> Iterator[None]:
+        """Around a read of most of the database that will not be read again soon."""
+        yield
+
+    def decode_uuid(self, stored: Any) -> uuid.UUID:
+        """A ``Uuid`` column's value as the driver returns it (raw SQL paths), as a UUID."""
+        return stored if type(stored) is uuid.UUID else uuid.UUID(str(stored))
+
+    async def read_directly(
+        self,
+        driver: Any,
+        work: Callable[[Reader], T],
+        *,
+        memory: bool,
+        then_write: Callable[[T], Statement | None] | None = None,
+    ) -> T:
+        """Run ``work`` in one read transaction on the driver's connection, in one hop.
+
+        ``then_write``: given what ``work`` returned, a statement (``?``
+        placeholders) to run next in a write transaction of its own, or None.
+        Only where :attr:`works_in_one_hop`.
+        """
+        raise NotImplementedError
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register(backend: Backend) -> Backend:
+    """Make ``backend`` the one of its dialect (each backend module registers its own)."""
+    _BACKENDS[backend.name] = backend
+    return backend
+
+
+def backend_named(name: str) -> Backend:
+    """The backend of a dialect name ("sqlite", "postgresql")."""
+    return _BACKENDS[name]
+
+
+def backend_of(connection: Connection | AsyncConnection) -> Backend:
+    """The backend of a connection's database."""
+    return _BACKENDS[connection.dialect.name]
+
+
+def outside_transaction(connection: Connection, statement: str) -> list[Any]:
+    """Run ``statement`` on the driver's own connection and return its rows.
+
+    For what SQLite refuses or ignores inside a transaction (the journal mode,
+    ``PRAGMA foreign_keys``): ``Connection.execute`` would begin one first. The
+    connection must not be in a transaction.
+    """
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(statement)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+class Reader:
+    """The statements of one read transaction, through the driver's own cursors.
+
+    For the reads a process makes to keep its copy for ranking, and for the
+    entries it returns: SQLAlchemy's row objects cost more per row than the
+    rest of the work, and its async drivers' ordinary cursors fetch every row
+    at once (a server-side cursor fetches a chunk at a time, so a whole table
+    never sits in memory). Statements use ``?`` placeholders.
+    """
+
+    def __init__(self, cursor: Callable[[], Any], backend: Backend, *, memory: bool) -> None:
+        self._cursor = cursor
+        self.backend = backend
+        self.memory = memory
+        """Whether the database is SQLite's ``:memory:``."""
+
+    @classmethod
+    def of(cls, connection: Connection, *, memory: bool) -> Reader:
+        """A reader in the transaction of a SQLAlchemy connection (inside ``run_sync``)."""
+
+        def cursor() -> Any:
+            return connection.connection.cursor(server_side=True)
+
+        return cls(cursor, backend_of(connection), memory=memory)
+
+    def chunks(
+        self, statement: str, parameters: Sequence[Any], size: int
+    ) -> Iterator[Sequence[Any]]:
+        """The rows, ``size`` at a time."""
+        cursor = self._cursor()
+        try:
+            cursor.execute(self.backend.sql(statement), tuple(parameters))
+            while rows := cursor.fetchmany(size):
+                yield rows
+        finally:
+            cursor.close()
+
+    def all(self, statement: str, parameters: Sequence[Any] = ()) -> list[Any]:
+        """Every row."""
+        return [row for rows in self.chunks(statement, parameters, 4_096) for row in rows]
+
+    def one(self, statement: str, parameters: Sequence[Any] = ()) -> Any:
+        """The only row."""
+        (row,) = self.all(statement, parameters)
+        return row
+
+    def execute(self, statement: str) -> None:
+        """A statement with no rows (a pragma)."""
+        cursor = self._cursor()
+        try:
+            cursor.execute(statement)
+        finally:
+            cursor.close()
