@@ -38,10 +38,11 @@ from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, flatten
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
-from loopctl_memory.sql import index, repository, search
+from loopctl_memory.sql import index, repository
 from loopctl_memory.sql.backend import Reader, Statement
 from loopctl_memory.sql.consolidation import consolidate_scope
-from loopctl_memory.sql.ranking_state import RankingState
+from loopctl_memory.sql.ranking import reference
+from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.repository import ScopeIds
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
@@ -230,7 +231,7 @@ class SqlMemoryStore:
 
         def answer(reader: Reader) -> Answer:
             ranking.refresh(reader)
-            ranked = search.top_scored(
+            ranked = reference.top_scored(
                 ranking, parsed, limit, scope, reader, matched_only=matched_only
             )
             seqs = [seq for seq, _ in ranked]

@@ -19,6 +19,7 @@ watermark that went back) the copy is read again whole.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,14 @@ _WHERE_THINGS_STAND = (
 # The entries still present that the change log names: rewritten after being written.
 _REWRITTEN = "SELECT DISTINCT c.seq FROM changes c JOIN entries e ON e.seq = c.seq"
 _ROWS_PER_LOOKUP = 10_000  # seqs in one IN list, under SQLite's limit on bound parameters
+
+
+@dataclass(frozen=True, slots=True)
+class Members:
+    """The entries a scope reads: their seqs (ascending), and a mask by seq."""
+
+    seqs: Ints
+    mask: Mask
 
 
 class RankingState:
@@ -240,6 +249,15 @@ class RankingState:
         if len(held) == len(self._scope_names):  # a store of one scope: nothing to leave out
             return None
         return np.array(held, np.int64)
+
+    def members(self, scope: Scope, size: int) -> Members | None:
+        """The entries below seq ``size`` that ``scope`` reads; None: every entry competes."""
+        wanted = self.scope_ids(scope)
+        if wanted is None:
+            return None
+        scope_of = self.scope_of[:size]
+        mask = scope_of == wanted[0] if len(wanted) == 1 else np.isin(scope_of, wanted)
+        return Members(np.flatnonzero(mask), mask)
 
     def _add_blocks(self, connection: Reader, mark: int) -> None:
         self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))

@@ -1,4 +1,4 @@
-"""Retrieval: every entry scored exactly, in a few vectorised binary32 steps.
+"""The reference ranking (loopctl 0.1.0): every entry scored exactly, in vectorised binary32.
 
 The reference computes, in binary32, one operation at a time::
 
@@ -31,14 +31,14 @@ import numpy.typing as npt
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import ParsedQuery
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.ranking_state import RankingState
+from loopctl_memory.sql.ranking.state import RankingState
+from loopctl_memory.sql.ranking.topk import Scores, best, best_above
 from loopctl_memory.sql.segments import Ints, distinct
 
 _OVERLAP_WEIGHT = np.float32(0.4)
 _TAG_BONUS = np.float32(0.3)
 _BASELINE = np.float32(0.1)
 
-Scores = npt.NDArray[np.float32]
 # A scope holding less than this share of the store is scored on its own entries only.
 _SMALL_SCOPE = 4
 # Substring tests (entries times distinct words) worth making on a small scope's texts.
@@ -63,19 +63,12 @@ def top_scored(
     the query's words, never a pass over every entry.
     """
     size = state.top + 1
-    wanted = state.scope_ids(scope or Scope(descendants=True))
-    if limit == 0 or size <= 1 or (wanted is not None and not len(wanted)):
+    if limit == 0 or size <= 1:
         return []
-    if wanted is None:
-        scores = _scores(state, query, size)
-        return (
-            _best_matched(scores, state.half[:size], limit)
-            if matched_only
-            else _best(scores, limit)
-        )
-    scope_of = state.scope_of[:size]
-    in_scope = scope_of == wanted[0] if len(wanted) == 1 else np.isin(scope_of, wanted)
-    universe = np.flatnonzero(in_scope)
+    members = state.members(scope or Scope(descendants=True), size)
+    if members is None:
+        return _ranked(_scores(state, query, size), state.half[:size], limit, matched_only)
+    universe = members.seqs
     small = len(universe) <= state.tuning.small_scope
     if reader is not None and small and len(universe) * len(query.words) <= _TEXT_BUDGET:
         scores = _scores_of_texts(state, query, universe, state.texts(reader, universe))
@@ -83,23 +76,17 @@ def top_scored(
         scores = _scores_within(state, query, universe)
     else:
         scores = _scores(state, query, size)
-        scores[~in_scope] = -np.inf
-        return (
-            _best_matched(scores, state.half[:size], limit)
-            if matched_only
-            else _best(scores, limit)
-        )
-    if matched_only:
-        best = _best_matched(scores, state.half[universe], limit)
-    else:
-        best = _best(scores, limit)
-    return [(int(universe[n]), score) for n, score in best]
+        scores[~members.mask] = -np.inf
+        return _ranked(scores, state.half[:size], limit, matched_only)
+    ranked = _ranked(scores, state.half[universe], limit, matched_only)
+    return [(int(universe[n]), score) for n, score in ranked]
 
 
-def _best_matched(scores: Scores, half: Scores, limit: int) -> list[tuple[int, float]]:
-    """:func:`_best` among the entries the query raised above their baseline (``half + 0.1``)."""
-    matched = np.flatnonzero(scores > half + _BASELINE)
-    return [(int(matched[n]), score) for n, score in _best(scores[matched], limit)]
+def _ranked(
+    scores: Scores, half: Scores, limit: int, matched_only: bool
+) -> list[tuple[int, float]]:
+    """The best ``limit``; with ``matched_only``, among those above their baseline (half + 0.1)."""
+    return best_above(scores, half + _BASELINE, limit) if matched_only else best(scores, limit)
 
 
 def _scores_within(state: RankingState, query: ParsedQuery, universe: Ints) -> Scores:
@@ -291,21 +278,3 @@ def _count_type(word_count: int) -> type[np.unsignedinteger[Any]]:
     if word_count < 2**8:
         return np.uint8
     return np.uint16 if word_count < 2**16 else np.uint32
-
-
-def _best(scores: Scores, limit: int) -> list[tuple[int, float]]:
-    """The ``limit`` best finite scores and their indices, by (score desc, index asc)."""
-    size = len(scores)
-    if not size:
-        return []
-    if limit < size:
-        kth = scores[np.argpartition(scores, size - limit)[size - limit]]
-    else:
-        kth = scores.min()
-    above = np.flatnonzero(scores > kth)
-    ties = np.flatnonzero(scores == kth)[: max(limit - len(above), 0)]
-    chosen = np.concatenate((above, ties))
-    chosen = chosen[np.isfinite(scores[chosen])]  # no entry lives there
-    order = np.lexsort((chosen, -scores[chosen]))
-    chosen = chosen[order]
-    return list(zip(chosen.tolist(), scores[chosen].tolist(), strict=True))

@@ -1,0 +1,41 @@
+"""Top-k selection: the best ``limit`` scores by (score descending, insertion order), exactly.
+
+Every ranker hands its scores (one ``float32`` per candidate, ``-inf`` where
+no entry competes) to :func:`best`; ties keep insertion order, as the
+reference's stable sort does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+Scores = npt.NDArray[np.float32]
+
+
+def best(scores: Scores, limit: int) -> list[tuple[int, float]]:
+    """The ``limit`` best finite scores and their indices, by (score desc, index asc).
+
+    A partition finds the ``limit``-th score; the entries above it and the
+    first that tie it, in index order, are sorted exactly.
+    """
+    size = len(scores)
+    if not size:
+        return []
+    if limit < size:
+        kth = scores[np.argpartition(scores, size - limit)[size - limit]]
+    else:
+        kth = scores.min()
+    above = np.flatnonzero(scores > kth)
+    ties = np.flatnonzero(scores == kth)[: max(limit - len(above), 0)]
+    chosen = np.concatenate((above, ties))
+    chosen = chosen[np.isfinite(scores[chosen])]  # no entry lives there
+    order = np.lexsort((chosen, -scores[chosen]))
+    chosen = chosen[order]
+    return list(zip(chosen.tolist(), scores[chosen].tolist(), strict=True))
+
+
+def best_above(scores: Scores, floors: Scores, limit: int) -> list[tuple[int, float]]:
+    """:func:`best` among the indices whose score is above its floor (``scores > floors``)."""
+    kept = np.flatnonzero(scores > floors)
+    return [(int(kept[n]), score) for n, score in best(scores[kept], limit)]
