@@ -8,10 +8,7 @@ this form (see :mod:`loopctl_memory.jsonl`).
 
 from __future__ import annotations
 
-import struct
-import sys
-from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -90,25 +87,6 @@ def invert_tags(
 def tokens_of(memory_lower: str) -> set[str]:
     """The distinct whitespace-separated tokens of a lowercase memory."""
     return set(split_whitespace(memory_lower))
-
-
-def pack(values: Sequence[int]) -> bytes:
-    """Integers as little-endian int64s: how postings are stored.
-
-    Raises:
-        struct.error: a value does not fit in a signed 64-bit integer.
-
-    """
-    return struct.pack(f"<{len(values)}q", *values)
-
-
-def unpack(blob: bytes) -> array[int]:
-    """The integers :func:`pack` wrote."""
-    values = array("q")
-    values.frombytes(blob)
-    if sys.byteorder != "little":  # pragma: no cover
-        values.byteswap()
-    return values
 
 
 def flat_entry(entry: MemoryEntry, scope: str = "") -> FlatEntry:

@@ -41,9 +41,7 @@ from loopctl_memory.flat import (
     FlatEntry,
     flat_entry,
     invert_tags,
-    pack,
     tokens_of,
-    unpack,
 )
 from loopctl_memory.jsonl import (
     Batch,
@@ -54,6 +52,7 @@ from loopctl_memory.jsonl import (
     read_batches,
     scoped_entry_from_json,
 )
+from loopctl_memory.sql.index import pack
 
 Parsed = tuple[FlatEntry, list[str]]
 
@@ -511,7 +510,7 @@ def read_postings(
     names = dict(db.execute(f"SELECT id, {term} FROM {terms}").fetchall())  # noqa: S608
     rows = db.execute(f"SELECT block, term_ids, lengths, seqs FROM {blocks}").fetchall()  # noqa: S608
     for block, term_ids, lengths, blob in rows:
-        ids, sizes, every = list(unpack(term_ids)), list(unpack(lengths)), list(unpack(blob))
+        ids, sizes, every = _unpack(term_ids), _unpack(lengths), _unpack(blob)
         assert ids == sorted(set(ids)), block
         assert sum(sizes) == len(every), block
         start = 0
@@ -598,10 +597,14 @@ def through(postings: dict[str, set[int]], last: int) -> dict[str, set[int]]:
 # --- packed postings -------------------------------------------------------------------
 
 
+def _unpack(blob: bytes) -> list[int]:
+    return list(struct.unpack(f"<{len(blob) // 8}q", blob))
+
+
 def test_pack_writes_little_endian_int64s_and_refuses_wider_values():
     assert b"" == pack([])
     assert (1).to_bytes(8, "little") + (2**63 - 1).to_bytes(8, "little") == pack([1, 2**63 - 1])
-    assert [-(2**63), 0, 2**63 - 1] == unpack(pack([-(2**63), 0, 2**63 - 1])).tolist()
+    assert [-(2**63), 0, 2**63 - 1] == _unpack(pack([-(2**63), 0, 2**63 - 1]))
     with pytest.raises(struct.error):
         pack([2**63])
 

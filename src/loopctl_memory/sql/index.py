@@ -25,11 +25,13 @@ These functions take a synchronous connection inside the caller's transaction
 from __future__ import annotations
 
 import bisect
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Table, delete, func, select, update
 
-from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens, pack
+from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import (
     changes,
@@ -43,6 +45,16 @@ from loopctl_memory.sql.tables import (
 )
 
 _TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
+
+
+def pack(values: Sequence[int]) -> bytes:
+    """Integers as little-endian int64s: how postings are stored.
+
+    Raises:
+        struct.error: a value does not fit in a signed 64-bit integer.
+
+    """
+    return struct.pack(f"<{len(values)}q", *values)
 
 
 @dataclass(frozen=True, slots=True)
