@@ -1,4 +1,4 @@
-"""The LoopMemory contract (SPEC §1, §2, §3, §5), asserted identically on every backend.
+"""The LoopMemory contract (the domain model, retrieval, consolidation and errors), asserted identically on every backend.
 
 Ranking tests are built so that the reference order and the most likely wrong
 order differ: each states the scores it relies on, computed by hand in binary32.
@@ -399,7 +399,7 @@ async def test_a_matching_and_a_non_matching_entry_that_tie_keep_insertion_order
     ids=["0.7-first", "0.5-first"],
 )
 async def test_a_float32_tie_keeps_insertion_order(store, inserted):
-    """SPEC §2: with 4 query words, 0.7 matching 1 and 0.5 matching 2 tie in f32, not in f64."""
+    """The retrieval contract: with 4 query words, 0.7 matching 1 and 0.5 matching 2 tie in f32, not in f64."""
     relevance = {"0.7 one word": 0.7, "0.5 two words": 0.5}
     memory = {"0.7 one word": "alpha", "0.5 two words": "alpha beta"}
     # The premise, in an independent f32: a tie in binary32, different in binary64.
@@ -1148,7 +1148,7 @@ NOT_UUIDS = ["not-a-uuid", "12345678-1234-5678-1234-567812345678", 5, None]
 
 @pytest.mark.parametrize("entry_id", NOT_UUIDS, ids=repr)
 async def test_get_with_a_non_uuid_raises_invalid_entry_error(store, entry_id):
-    """SPEC §5: every backend validates the same way, InMemoryStore included."""
+    """The error contract: every backend validates the same way, InMemoryStore included."""
     await store.store(make(id=uuid.UUID("12345678-1234-5678-1234-567812345678")))
 
     with pytest.raises(InvalidEntryError):
@@ -1157,7 +1157,7 @@ async def test_get_with_a_non_uuid_raises_invalid_entry_error(store, entry_id):
 
 @pytest.mark.parametrize("entry_id", NOT_UUIDS, ids=repr)
 async def test_delete_with_a_non_uuid_raises_invalid_entry_error(store, entry_id):
-    """SPEC §5: every backend validates the same way, InMemoryStore included."""
+    """The error contract: every backend validates the same way, InMemoryStore included."""
     await store.store(make(id=uuid.UUID("12345678-1234-5678-1234-567812345678")))
 
     with pytest.raises(InvalidEntryError):

@@ -2,8 +2,8 @@
 
 For the same entries, every SQL backend must return exactly the entries the
 reference port returns, in the same order, for every query and limit
-(SPEC section 2), and ``consolidate()`` must report the same statistics and
-keep the same survivors (SPEC section 3).
+(the retrieval contract), and ``consolidate()`` must report the same statistics and
+keep the same survivors (the consolidation contract).
 
 The data is built to make the SQL prefilter's job hard: a small pool of words
 so that matches and f32 ties are frequent, Unicode whose lowercase changes

@@ -1,6 +1,6 @@
 """Hypothesis strategies for the fuzz tests: every field of an entry, valid or not, and a judge.
 
-The judge (:func:`verdict`) says what SPEC §5 requires of a value, independently
+The judge (:func:`verdict`) says what the error contract requires of a value, independently
 of the library's own checks: ``VALID`` (must be stored and come back intact),
 ``INVALID`` (must be refused with InvalidEntryError or TypeError), or
 ``EITHER`` where the specification leaves the choice open (a bool where a number
@@ -230,7 +230,7 @@ def _count(value: object) -> str:
 
 
 def verdict(entry: object) -> str:
-    """What SPEC §5 requires of ``entry``: VALID, INVALID or EITHER."""
+    """What the error contract requires of ``entry``: VALID, INVALID or EITHER."""
     if not isinstance(entry, MemoryEntry):
         return INVALID
     category = entry.category

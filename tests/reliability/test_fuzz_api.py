@@ -2,7 +2,7 @@
 
 Each example runs a few calls of ``store``, ``store_many``, ``retrieve``, ``get``
 and ``delete`` with arbitrary arguments on one store per backend. After every
-call the whole content of the store is read back: a refused call (SPEC §5:
+call the whole content of the store is read back: a refused call (the error contract:
 InvalidEntryError, DuplicateEntryError for an id stored twice, or TypeError)
 left it exactly as it was; an accepted one changed it by exactly what was asked,
 and ``get`` returns each stored entry intact. Whether a call must be accepted is

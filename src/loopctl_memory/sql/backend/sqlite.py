@@ -205,8 +205,8 @@ class SqliteBackend(Backend):
         A full ``VACUUM`` rebuilds the file packed: it gives back the free pages
         and the room deletes left in part-full pages (``PRAGMA
         incremental_vacuum``, which new files are set up for, gives back only
-        whole free pages: 0.4% of a file where a pass pruned a tenth of the
-        entries by relevance, against 8.5%). It rewrites the whole file (about as
+        whole free pages, a small part of what a relevance prune frees: see
+        ``benchmarks/RESULTS.md``). It rewrites the whole file (about as
         long as copying it; room for twice the result on disk meanwhile) and keeps
         it to itself for writing meanwhile (other writers wait; readers go on). It
         keeps the file's ``auto_vacuum`` mode. Then a checkpoint moves the
