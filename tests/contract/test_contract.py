@@ -1,4 +1,4 @@
-"""The LoopMemory contract (the domain model, retrieval, consolidation and errors), asserted identically on every backend.
+"""The LoopMemory contract (model, retrieval, consolidation, errors), the same on every backend.
 
 Ranking tests are built so that the reference order and the most likely wrong
 order differ: each states the scores it relies on, computed by hand in binary32.
@@ -399,7 +399,7 @@ async def test_a_matching_and_a_non_matching_entry_that_tie_keep_insertion_order
     ids=["0.7-first", "0.5-first"],
 )
 async def test_a_float32_tie_keeps_insertion_order(store, inserted):
-    """The retrieval contract: with 4 query words, 0.7 matching 1 and 0.5 matching 2 tie in f32, not in f64."""
+    """Retrieval: with 4 query words, 0.7 matching 1 and 0.5 matching 2 tie in f32, not in f64."""
     relevance = {"0.7 one word": 0.7, "0.5 two words": 0.5}
     memory = {"0.7 one word": "alpha", "0.5 two words": "alpha beta"}
     # The premise, in an independent f32: a tie in binary32, different in binary64.

@@ -403,7 +403,7 @@ def test_retrieve_matches_rust_on_f32_ties(oracle: Path, seed: int) -> None:
 def test_spec_example_ties_in_f32_and_keeps_insertion_order(
     oracle: Path, first_is_relevance_07: bool
 ) -> None:
-    """The retrieval contract: 4 query words; 0.7 with 1 match ties 0.5 with 2 matches in f32, not in f64."""
+    """Retrieval: 4 query words; 0.7 with 1 match ties 0.5 with 2 matches in f32, not in f64."""
     one_match = Entry("alpha", (), 0.7)
     two_matches = Entry("alpha bravo", (), 0.5)
     assert score(0.7, 1, 4, False) == score(0.5, 2, 4, False)
