@@ -8,7 +8,7 @@ candidates and ``loopctl_memory.scoring`` ranks them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -395,6 +395,28 @@ async def seq_of(
         return None
     found = await _load(connection, [row.seq], rows=[row])
     return row.seq, found[row.seq]
+
+
+async def update_entry(
+    connection: AsyncConnection,
+    entry_id: uuid.UUID,
+    change: Callable[[MemoryEntry], MemoryEntry],
+    scope: ScopeIds,
+) -> MemoryEntry | None:
+    """Rewrite the entry with this id in ``scope`` as ``change`` makes it; it, or None if absent.
+
+    The entry keeps its seq; the rewrite is logged, so other processes (and a
+    consolidation pass planned meanwhile) see it.
+    """
+    found = await seq_of(connection, entry_id, scope)
+    if found is None:
+        return None
+    seq, before = found
+    after = change(before)
+    if after != before:
+        tags_of = [seq] if before.tags != after.tags else []
+        await rewrite(connection, [(seq, after)], log=[seq], tags_of=tags_of)
+    return after
 
 
 async def ids_between(

@@ -304,34 +304,16 @@ class SqlMemoryStore:
             raise InvalidArgumentError(f"vacuum must be a bool, not {type(vacuum).__name__}")
         stats = await self._consolidate_pass(config)
         if (stats.pruned or stats.merged) and not vacuum:
-            await self._give_back_free_pages()
+            await self._unit.give_back_free_pages()
         if vacuum:
             try:
-                await self._vacuum()
+                await self._unit.vacuum()
             except StorageError as exc:
                 raise StorageError(
                     f"consolidate: the pass was committed ({stats.entries_before} entries,"
                     f" {stats.entries_after} now), but: {exc}"
                 ) from exc
         return stats
-
-    async def _give_back_free_pages(self) -> None:
-        """After deletes, cut the whole free pages off a file set up for it."""
-        backend, memory = self._unit.backend, self._unit.target.is_memory
-        await self._unit.run_on_driver(
-            "give back free pages",
-            lambda driver: backend.give_back_free_pages(driver, memory=memory),
-            write=True,
-        )
-
-    async def _vacuum(self) -> None:
-        """Give the database's free space back (see :meth:`consolidate`), outside a transaction."""
-        backend, memory, where = self._unit.backend, self._unit.target.is_memory, self.target
-        await self._unit.run_on_driver(
-            "give back the free space",
-            lambda driver: backend.vacuum(driver, memory=memory, where=where),
-            write=True,
-        )
 
     async def _consolidate_pass(self, config: ConsolidationConfig | None) -> ConsolidationStats:
         """:meth:`consolidate` without the vacuum."""
@@ -466,23 +448,12 @@ class SqlMemoryStore:
                 validated=validated,
             )
 
-        async def work(connection: AsyncConnection, ids: ScopeIds) -> MemoryEntry | None:
-            found = await repository.seq_of(connection, entry_id, ids)
-            if found is None:
-                return None
-            seq, before = found
-            after = changed(before)
-            if after != before:  # logged: other processes, and a pass planned meanwhile, see it
-                await repository.rewrite(
-                    connection,
-                    [(seq, after)],
-                    log=[seq],
-                    tags_of=[seq] if before.tags != after.tags else [],
-                )
-            return after
-
         changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid input: an error before any I/O
-        return await self._in_scope("update", work, write=True)
+        return await self._in_scope(
+            "update",
+            lambda c, ids: repository.update_entry(c, entry_id, changed, ids),
+            write=True,
+        )
 
     async def forget(
         self,
@@ -517,7 +488,7 @@ class SqlMemoryStore:
 
         forgotten = await self._in_scope("forget", work, write=True)
         if forgotten:
-            await self._give_back_free_pages()
+            await self._unit.give_back_free_pages()
         return forgotten
 
     async def scopes(self) -> list[tuple[str, int]]:

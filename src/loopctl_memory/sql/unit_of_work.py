@@ -178,6 +178,24 @@ class UnitOfWork:
             "store", lambda driver: backend.store_one(driver, batch, scope_id), write=True
         )
 
+    async def give_back_free_pages(self) -> None:
+        """After deletes, cut the whole free pages off a file set up for it."""
+        backend, memory = self.backend, self.target.is_memory
+        await self.run_on_driver(
+            "give back free pages",
+            lambda driver: backend.give_back_free_pages(driver, memory=memory),
+            write=True,
+        )
+
+    async def vacuum(self) -> None:
+        """Give all the database's free space back, outside a transaction (see ``consolidate``)."""
+        backend, memory, where = self.backend, self.target.is_memory, self.where
+        await self.run_on_driver(
+            "give back the free space",
+            lambda driver: backend.vacuum(driver, memory=memory, where=where),
+            write=True,
+        )
+
     async def close(self) -> None:
         """Release every connection. Idempotent."""
         if self.closed:
