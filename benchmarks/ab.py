@@ -1,0 +1,273 @@
+"""Two builds measured in one run: a base revision of the package against the working tree.
+
+For a change that must make nothing slower (a restructuring), the figures that
+matter are ratios taken on the same machine at the same time. This runs the
+same measurements with each build, each in a child process whose ``sys.path``
+starts with that build's ``src`` (the base is extracted from git with
+``git archive``; both read the same alembic revisions from their own tree):
+
+- ``store_many`` of every natural entry into a new file (entries/s), per size;
+- ``retrieve`` (limit 5) p50/p95 in a fresh process on that file, after one
+  warm-up query, in ``--rounds`` rounds that alternate the builds;
+- single ``store`` calls, each awaited (a durable commit), p50/p95;
+- MCP ``recall`` over stdio at the smallest size, p50/p95, builds alternating.
+
+    .venv/bin/python -m benchmarks.ab --base REV [--sizes 100k,1m] [--queries 200]
+                                      [--stores 1000] [--rounds 2] [--out benchmarks/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from benchmarks import workloads
+from benchmarks.lifecycle_bench import percentile, write_section
+from benchmarks.run import ROOT, machine, parse_size, size_label
+
+LIMIT = 5
+BATCH = 5_000
+CHILD = "_child"
+BEGIN, END = "<!-- ab: begin -->", "<!-- ab: end -->"
+
+
+def _log(message: str) -> None:
+    print(f"[ab {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --- what a child process measures, with whichever build its sys.path finds ---
+
+
+async def _store_many(db: str, size: int) -> list[float]:
+    from loopctl_memory import open_store  # noqa: PLC0415 - the build on sys.path
+
+    async with open_store(db) as store:
+        began = time.perf_counter()
+        for batch in workloads.entry_batches("natural", size, BATCH):
+            await store.store_many(batch)
+        return [size / (time.perf_counter() - began)]
+
+
+async def _retrieve(db: str, count: int) -> list[float]:
+    from loopctl_memory import open_store  # noqa: PLC0415 - the build on sys.path
+
+    queries = workloads.queries("natural", count + 1)
+    async with open_store(db) as store:
+        await store.retrieve(queries[0], LIMIT)  # the copy loaded: time queries, not the load
+        timings = []
+        for query in queries[1:]:
+            began = time.perf_counter()
+            await store.retrieve(query, LIMIT)
+            timings.append(time.perf_counter() - began)
+        return timings
+
+
+async def _single_stores(db: str, count: int) -> list[float]:
+    from loopctl_memory import open_store  # noqa: PLC0415 - the build on sys.path
+
+    # New ids: each round stores the same texts into the same file again.
+    extra = [
+        replace(entry, id=uuid.uuid4()) for entry in workloads.extra_entries("natural", 0, count)
+    ]
+    async with open_store(db) as store:
+        timings = []
+        for entry in extra:
+            began = time.perf_counter()
+            await store.store(entry)
+            timings.append(time.perf_counter() - began)
+        return timings
+
+
+async def _recall(db: str, count: int) -> list[float]:
+    from mcp import Client, StdioServerParameters  # noqa: PLC0415 - only this child needs it
+
+    queries = workloads.queries("natural", count + 1)
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "loopctl_memory", "--db", db, "mcp"],
+        env={"PYTHONPATH": os.environ["PYTHONPATH"], "PATH": os.environ.get("PATH", "")},
+    )
+    async with Client(server) as client:
+        await client.call_tool("recall", {"query": queries[0], "limit": LIMIT})
+        timings = []
+        for query in queries[1:]:
+            began = time.perf_counter()
+            answer = await client.call_tool("recall", {"query": query, "limit": LIMIT})
+            timings.append(time.perf_counter() - began)
+            if answer.is_error:
+                raise SystemExit(f"recall failed for {query!r}: {answer.content}")
+        return timings
+
+
+MEASURES = {
+    "store_many": _store_many,
+    "retrieve": _retrieve,
+    "single": _single_stores,
+    "recall": _recall,
+}
+
+
+def child_main(argv: Sequence[str]) -> None:
+    kind, db, count = argv
+    print(json.dumps(asyncio.run(MEASURES[kind](db, int(count)))))
+
+
+def _measure(build: Path, kind: str, db: Path, count: int) -> list[float]:
+    environment = {**os.environ, "PYTHONPATH": f"{build / 'src'}{os.pathsep}{ROOT}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.ab", CHILD, kind, str(db), str(count)],
+        env=environment,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        raise SystemExit(f"{kind} with {build} failed:\n{done.stderr}")
+    values: list[float] = json.loads(done.stdout)
+    return values
+
+
+# --- the parent: builds, alternation, the table ---
+
+
+def _extract(revision: str, into: Path) -> Path:
+    archive = into / "base.tar"
+    with archive.open("wb") as out:
+        subprocess.run(
+            ["git", "archive", revision, "src", "migrations"],  # noqa: S607 - git from PATH
+            cwd=ROOT,
+            stdout=out,
+            check=True,
+        )
+    with tarfile.open(archive) as tar:
+        tar.extractall(into / "base", filter="data")
+    return into / "base"
+
+
+def _ms(values: Sequence[float]) -> str:
+    return f"{statistics.median(values) * 1e3:.2f} / {percentile(values, 95) * 1e3:.2f}"
+
+
+def _row(what: str, base: Sequence[float], new: Sequence[float], *, rate: bool = False) -> str:
+    if rate:
+        ratio = statistics.median(new) / statistics.median(base)
+        return (
+            f"| {what} | {base[0]:,.0f} /s | {new[0]:,.0f} /s | {ratio:.2f}x (higher is faster) |"
+        )
+    p50 = statistics.median(new) / statistics.median(base)
+    p95 = percentile(new, 95) / percentile(base, 95)
+    return f"| {what} | {_ms(base)} | {_ms(new)} | p50 {p50:.2f}x, p95 {p95:.2f}x |"
+
+
+def run(revision: str, sizes: list[int], queries: int, stores: int, rounds: int) -> list[str]:
+    rows: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="loopctl-ab-") as scratch:
+        work = Path(scratch)
+        builds = {"base": _extract(revision, work), "new": ROOT}
+        for size in sizes:
+            label = size_label(size)
+            files = {name: work / f"{name}-{label}.db" for name in builds}
+            rates: dict[str, list[float]] = {}
+            for name in builds if size == sizes[0] else reversed(builds):
+                _log(f"{name}: store_many {label}")
+                rates[name] = _measure(builds[name], "store_many", files[name], size)
+            rows.append(
+                _row(f"`store_many`, {label} natural", rates["base"], rates["new"], rate=True)
+            )
+            timings: dict[str, list[float]] = {name: [] for name in builds}
+            for turn in range(rounds):
+                order = list(builds) if turn % 2 == 0 else list(reversed(builds))
+                for name in order:
+                    _log(f"{name}: retrieve {label}, round {turn + 1}")
+                    timings[name] += _measure(builds[name], "retrieve", files[name], queries)
+            rows.append(_row(f"`retrieve` p50 / p95 ms, {label}", timings["base"], timings["new"]))
+            if size == sizes[0]:
+                recalls: dict[str, list[float]] = {name: [] for name in builds}
+                for turn in range(rounds):
+                    order = list(builds) if turn % 2 == 0 else list(reversed(builds))
+                    for name in order:
+                        _log(f"{name}: MCP recall {label}, round {turn + 1}")
+                        recalls[name] += _measure(builds[name], "recall", files[name], queries)
+                rows.append(
+                    _row(f"MCP `recall` p50 / p95 ms, {label}", recalls["base"], recalls["new"])
+                )
+            singles: dict[str, list[float]] = {name: [] for name in builds}
+            for turn in range(rounds):
+                order = list(builds) if turn % 2 == 0 else list(reversed(builds))
+                for name in order:
+                    _log(f"{name}: single stores {label}, round {turn + 1}")
+                    singles[name] += _measure(builds[name], "single", files[name], stores)
+            rows.append(
+                _row(f"single `store` p50 / p95 ms, {label}", singles["base"], singles["new"])
+            )
+    return rows
+
+
+def section(rows: list[str], revision: str, command: str) -> str:
+    described = subprocess.run(
+        ["git", "describe", "--always", "--dirty"],  # noqa: S607 - git from PATH
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return "\n".join(
+        [
+            BEGIN,
+            "## Before and after, in one run",
+            "",
+            f"- Command: `{command}`",
+            f"- Base: `{revision}`; new: `{described}`",
+            f"- Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+            f"- Machine: {machine()}",
+            "",
+            "| what | base | new | new / base |",
+            "| --- | --- | --- | --- |",
+            *rows,
+            "",
+            "Each build runs in child processes of its own, alternating round by round on"
+            " files it built itself from the same entries; ratios below 1 are faster (for"
+            " rates, above 1). The machine is shared: a few percent either way is noise.",
+            "",
+            END,
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == [CHILD]:
+        child_main(arguments[1:])
+        return
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.ab", description=__doc__)
+    parser.add_argument("--base", required=True, help="the git revision to compare with")
+    parser.add_argument("--sizes", default="100k,1m", help="default 100k,1m")
+    parser.add_argument("--queries", type=int, default=200, help="default 200")
+    parser.add_argument("--stores", type=int, default=1_000, help="single stores; default 1000")
+    parser.add_argument("--rounds", type=int, default=2, help="default 2")
+    parser.add_argument("--out", type=Path, help="write the section into this markdown file")
+    options = parser.parse_args(arguments)
+    sizes = [parse_size(size) for size in options.sizes.split(",")]
+    rows = run(options.base, sizes, options.queries, options.stores, options.rounds)
+    text = section(rows, options.base, "python -m benchmarks.ab " + " ".join(arguments))
+    print(text)
+    if options.out is not None:
+        write_section(options.out, text, BEGIN, END)
+
+
+if __name__ == "__main__":
+    main()
