@@ -23,7 +23,7 @@ def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
     if as_json:
         echo_json(entry_to_dict(entry))
         return
-    from loopctl_memory.views import console, entry_table
+    from loopctl_memory.cli.rendering import console, entry_table
 
     console().print(entry_table(entry))
 
@@ -93,7 +93,7 @@ def search(settings: Settings, query: str, limit: int, as_json: bool) -> None:
     (at least 8) that no other memory's id starts with, which `get`, `update`
     and `delete` accept.
     """
-    from loopctl_memory.views import SearchResult
+    from loopctl_memory.cli.rendering import SearchResult
 
     async def work(store: SqlMemoryStore) -> list[SearchResult]:
         scored = await store.retrieve_scored(query, limit)
@@ -108,7 +108,7 @@ def search(settings: Settings, query: str, limit: int, as_json: bool) -> None:
     elif not found:
         click.echo("No memories stored.", err=True)
     else:
-        from loopctl_memory.views import SearchResults, console
+        from loopctl_memory.cli.rendering import SearchResults, console
 
         console().print(SearchResults(found))
 

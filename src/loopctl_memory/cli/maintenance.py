@@ -101,7 +101,7 @@ def consolidate(
     if as_json:
         echo_json(asdict(stats))
     else:
-        from loopctl_memory.views import console, consolidation_view
+        from loopctl_memory.cli.rendering import console, consolidation_view
 
         console().print(consolidation_view(where, stats))
 
@@ -111,7 +111,7 @@ def consolidate(
 @click.pass_obj
 def stats(settings: Settings, as_json: bool) -> None:
     """Show how many memories there are, by category and relevance, and where they live."""
-    from loopctl_memory.views import StoreStats, console, database_size, stats_view
+    from loopctl_memory.cli.rendering import StoreStats, console, database_size, stats_view
 
     async def work(store: SqlMemoryStore) -> StoreStats:
         file = settings.sqlite_file()
@@ -194,6 +194,6 @@ def scopes(settings: Settings, as_json: bool) -> None:
     if as_json:
         echo_json(dict(found))
         return
-    from loopctl_memory.views import console, scopes_table
+    from loopctl_memory.cli.rendering import console, scopes_table
 
     console().print(scopes_table(found))

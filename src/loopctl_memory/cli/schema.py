@@ -79,7 +79,7 @@ def migrate_command(settings: Settings, revision: str | None, list_only: bool, y
 
 def _list_revisions(settings: Settings) -> None:
     from loopctl_memory import migrate
-    from loopctl_memory.views import console, revisions_table
+    from loopctl_memory.cli.rendering import console, revisions_table
 
     file = settings.sqlite_file()
     missing = file is not None and not file.exists()

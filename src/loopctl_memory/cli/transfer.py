@@ -86,9 +86,9 @@ def import_command(settings: Settings, file: Path, batch_size: int, on_duplicate
     and counted, and importing a file again finishes an import that stopped
     half way.
     """
+    from loopctl_memory.cli.rendering import ImportProgress
     from loopctl_memory.errors import DuplicateEntryError
     from loopctl_memory.jsonl import ImportFailedError, ImportReport, OnDuplicate, import_jsonl
-    from loopctl_memory.views import ImportProgress
 
     piped = str(file) == "-"
     name = "standard input" if piped else str(file)
