@@ -21,12 +21,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from loopctl_memory.cli import PROG
-from loopctl_memory.entry import MemoryEntry
-from loopctl_memory.jsonl import entry_from_json, entry_to_json
-from loopctl_memory.sql.opening import open_store
-from loopctl_memory.sql.store import SqlMemoryStore
-from loopctl_memory.views import (
+from loopctl_memory.cli.names import PROG
+from loopctl_memory.cli.rendering import (
     SearchResult,
     SearchResults,
     StoreStats,
@@ -34,6 +30,10 @@ from loopctl_memory.views import (
     database_size,
     stats_view,
 )
+from loopctl_memory.entry import MemoryEntry
+from loopctl_memory.jsonl import entry_from_json, entry_to_json
+from loopctl_memory.sql.opening import open_store
+from loopctl_memory.sql.store import SqlMemoryStore
 
 DEFAULT_DIRECTORY = Path(".demo")
 

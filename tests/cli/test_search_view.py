@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, open_store
+from loopctl_memory.cli.rendering import format_score
 from loopctl_memory.jsonl import entry_to_dict
 from loopctl_memory.sql.store import SqlMemoryStore
-from loopctl_memory.views import format_score
 
 from .conftest import assert_fails, store_entries, stored_entries
 

@@ -41,7 +41,7 @@ class SearchResult:
     score: float
     """The score the store ranked it by (a binary32 value), shown by :func:`format_score`."""
     short_id: str
-    """The shortest prefix of the id's hex digits unique in the store (see ``cli``)."""
+    """The id's shortest prefix unique in the store, as ``SqlMemoryStore.short_id`` finds it."""
 
 
 _MIN_MEMORY = 20

@@ -1,0 +1,159 @@
+"""The ``loopctl-memory`` command group: its global options, its commands, its error lines.
+
+Every failure is one ``Error:`` line on stderr and a non-zero exit status (2
+for a usage error, 1 for anything else); ``--debug`` shows the traceback
+instead.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import IO, Any, NoReturn
+
+import click
+
+from loopctl_memory.cli import entries, maintenance, schema, serve, transfer
+from loopctl_memory.cli.messages import example, one_line
+from loopctl_memory.cli.names import DB_ENVVAR, PROG, SCOPE_ENVVAR
+from loopctl_memory.cli.settings import Settings
+from loopctl_memory.errors import LoopMemoryError, StorageError
+
+
+class _UsageError(click.UsageError):
+    """A usage error shown as one line that names the help to read."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        """Print ``Error: <message> (see '<command> --help')`` on stderr."""
+        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"Error: {one_line(self.format_message())}{hint}", file=file, err=True)
+
+
+def _reraise_usage(exc: click.UsageError) -> NoReturn:
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError | _UsageError):
+        raise exc
+    raise _UsageError(exc.format_message(), exc.ctx) from None
+
+
+class _Cli(click.Group):
+    """The command group: turns every failure into one line and an exit status."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            _reraise_usage(exc)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        debug = bool(ctx.params.get("debug"))
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            _reraise_usage(exc)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except LoopMemoryError as exc:
+            if debug:
+                raise
+            message = str(exc)
+            if isinstance(exc, StorageError) and isinstance(ctx.obj, Settings):
+                # Where the database came from, so that the user knows what to fix.
+                message += f" (database from {ctx.obj.source}; check it or pass --db)"
+            raise click.ClickException(one_line(message)) from exc
+        except OSError as exc:
+            if debug or exc.errno == errno.EPIPE:
+                raise
+            where = f": {exc.filename}" if exc.filename is not None else ""
+            raise click.ClickException(one_line(f"{exc.strerror or exc}{where}")) from exc
+        except Exception as exc:
+            if debug:
+                raise
+            raise click.ClickException(
+                one_line(f"unexpected {type(exc).__name__}: {exc}")
+                + "; run again with --debug for the traceback"
+            ) from exc
+
+
+@click.group(
+    name=PROG,
+    cls=_Cli,
+    epilog=example(
+        f'{PROG} add "CI runs make test" --category fact --tag ci',
+        f'{PROG} search "make test" --limit 5',
+    ),
+)
+@click.option(
+    "--db",
+    metavar="PATH|URL",
+    envvar=DB_ENVVAR,
+    show_envvar=True,
+    help="The database: a SQLite file, ':memory:', or a URL "
+    "(sqlite+aiosqlite:///..., postgresql+asyncpg://...). "
+    "Default: memory.db in the user data directory.",
+)
+@click.option(
+    "--scope",
+    metavar="NAME",
+    envvar=SCOPE_ENVVAR,
+    show_envvar=True,
+    help="Work in this scope ('acme/support/agent-7'): its memories only; "
+    "`export`, `stats` and `scopes` cover the scopes below it too. Default: the root.",
+)
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Open the database without writing anything (a read-only file, mount or "
+    "directory): reads work, writes are refused.",
+)
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+@click.version_option(package_name="loopctl-memory", prog_name=PROG)
+@click.pass_context
+def cli(
+    ctx: click.Context, db: str | None, scope: str | None, read_only: bool, debug: bool
+) -> None:
+    """Durable memory for agent loops: store, search and maintain memories."""
+    del debug  # read by _Cli.invoke, which handles the errors
+    if scope:
+        from loopctl_memory.scopes import check_name
+
+        try:
+            check_name(scope)
+        except LoopMemoryError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param_hint="'--scope'") from None
+    given = ctx.get_parameter_source("db")
+    if not db:
+        source = "the default location"
+    elif given is click.core.ParameterSource.ENVIRONMENT:
+        source = DB_ENVVAR
+    else:
+        source = "--db"
+    ctx.obj = Settings(db=db or None, source=source, scope=scope or None, read_only=read_only)
+
+
+for command in (
+    schema.init,
+    schema.migrate_command,
+    entries.add,
+    entries.search,
+    entries.get,
+    entries.delete,
+    entries.update,
+    maintenance.consolidate,
+    maintenance.stats,
+    maintenance.forget,
+    maintenance.scopes,
+    transfer.export_command,
+    transfer.import_command,
+    serve.mcp,
+):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """Run the command line (the ``loopctl-memory`` script and ``python -m loopctl_memory``)."""
+    cli(prog_name=PROG)

@@ -1,0 +1,44 @@
+"""The command that serves the memory to an agent over MCP: ``mcp``."""
+
+from __future__ import annotations
+
+import click
+
+from loopctl_memory.cli.messages import example
+from loopctl_memory.cli.names import PROG
+from loopctl_memory.cli.settings import Settings, run_async
+
+
+@click.command(
+    epilog=example(
+        f"{PROG} --db ~/agent-memory.db mcp",
+        f"{PROG} --scope acme/agent-7 mcp --no-track-access",
+    )
+)
+@click.option(
+    "--track-access/--no-track-access",
+    default=True,
+    show_default=True,
+    help="Stamp the memories `recall` returns (access count and time), "
+    "which full consolidation uses to keep what is used.",
+)
+@click.pass_obj
+def mcp(settings: Settings, track_access: bool) -> None:
+    """Serve the memory to an agent as MCP tools over stdio, until the client hangs up.
+
+    The tools: remember, recall, update_memory, forget_memory, consolidate and
+    memory_stats. A client may narrow --scope with a tool's `scope` argument,
+    never leave it. Only protocol goes to standard output; logs go to stderr.
+    """
+    from loopctl_memory.mcp_server import serve
+
+    read_only = settings.read_only
+    target = settings.locate(create=not read_only)
+    run_async(
+        serve(
+            target,
+            scope=settings.scope,
+            track_access=track_access and not read_only,  # a stamp is a write
+            read_only=read_only,
+        )
+    )

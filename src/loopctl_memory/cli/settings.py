@@ -1,0 +1,124 @@
+"""Where a command's database is, and opening the store there for one command."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+import platformdirs
+
+from loopctl_memory.cli.names import PROG
+
+if TYPE_CHECKING:
+    from loopctl_memory.sql.engine import Target
+    from loopctl_memory.sql.store import SqlMemoryStore
+
+T = TypeVar("T")
+
+
+def default_database() -> Path:
+    """``memory.db`` in the platform's user data directory for loopctl-memory."""
+    return Path(platformdirs.user_data_dir("loopctl-memory")) / "memory.db"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The global options every command works with: the database, the scope, read-only."""
+
+    db: str | None
+    source: str
+    """Where ``db`` came from, for messages: "--db", the variable, or "the default"."""
+    scope: str | None = None
+    """The scope every command works in (None: the root)."""
+    read_only: bool = False
+    """Open the database without writing anything (``--read-only``)."""
+
+    def target(self) -> str:
+        """The database as given, or the default file."""
+        return self.db if self.db is not None else str(default_database())
+
+    def resolved(self) -> Target:
+        """The database as the library sees it (never connects)."""
+        from loopctl_memory.sql.engine import resolve_target
+
+        return resolve_target(self.target())
+
+    def sqlite_file(self) -> Path | None:
+        """The SQLite file the database is, or None for ``:memory:`` and servers."""
+        return self.resolved().sqlite_file
+
+    def locate(self, *, create: bool) -> str:
+        """The target to open; for ``create``, make the default directory if needed.
+
+        Raises:
+            click.ClickException: a SQLite file that does not exist and may not be created.
+
+        """
+        if self.db is None and create:
+            default_database().parent.mkdir(parents=True, exist_ok=True)
+        file = self.sqlite_file()
+        if file is not None:
+            if create and not file.parent.is_dir():
+                raise click.ClickException(
+                    f"cannot create {file}: the directory {file.parent} does not exist; "
+                    f"create it or choose another database ({self.source})"
+                )
+            if not create and not file.exists():
+                raise click.ClickException(
+                    f"no database at {file} ({self.source}): "
+                    f"create it with `{PROG} init`, or choose another with --db"
+                )
+        return self.target()
+
+    def is_memory(self) -> bool:
+        """Whether the database is a throwaway ``:memory:`` one."""
+        return self.db is not None and self.resolved().is_memory
+
+
+@contextlib.asynccontextmanager
+async def _opened(
+    settings: Settings, *, create: bool, descendants: bool = False
+) -> AsyncIterator[SqlMemoryStore]:
+    """The store (or the view of ``--scope``, with ``descendants``), closed on exit.
+
+    A new database gets the schema when ``create`` is true; an existing one is
+    never upgraded behind the user's back: that is what ``migrate`` is for.
+    """
+    from loopctl_memory.sql.opening import open_store
+
+    create = create and not settings.read_only
+    target = settings.locate(create=create)
+    async with open_store(
+        target,
+        migrate="create" if create or settings.is_memory() else False,
+        read_only=settings.read_only,
+    ) as store:
+        view = store if settings.scope is None else store.scope(settings.scope)
+        yield view.with_descendants() if descendants else view
+
+
+def with_store(
+    settings: Settings,
+    work: Callable[[SqlMemoryStore], Awaitable[T]],
+    *,
+    create: bool = False,
+    descendants: bool = False,
+) -> T:
+    """Open the store, run one library call on it, close it; return what the call returned."""
+
+    async def run() -> T:
+        async with _opened(settings, create=create, descendants=descendants) as store:
+            return await work(store)
+
+    return run_async(run())
+
+
+def run_async(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` to its end in a new event loop (asyncio loads only when a command runs)."""
+    import asyncio
+
+    return asyncio.run(work)
