@@ -30,8 +30,8 @@ from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
+from loopctl_memory.entry_json import timestamp
 from loopctl_memory.errors import LoopMemoryError
-from loopctl_memory.jsonl import timestamp
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import relative
 from loopctl_memory.sql.store import SqlMemoryStore, open_store

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, migrate
-from loopctl_memory.jsonl import entry_to_dict
+from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.views import format_score
 

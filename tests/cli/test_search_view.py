@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, open_store
-from loopctl_memory.jsonl import entry_to_dict
+from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.views import format_score
 
