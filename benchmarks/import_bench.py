@@ -39,7 +39,7 @@ from click.testing import CliRunner
 import loopctl_memory
 from loopctl_memory.cli import cli
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
-from loopctl_memory.jsonl import entry_to_json
+from loopctl_memory.entry_json import entry_to_json
 
 GOAL = 30_000
 # fmt: off

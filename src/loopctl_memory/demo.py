@@ -31,7 +31,7 @@ from loopctl_memory.cli.rendering import (
     stats_view,
 )
 from loopctl_memory.entry import MemoryEntry
-from loopctl_memory.jsonl import entry_from_json, entry_to_json
+from loopctl_memory.entry_json import entry_from_json, entry_to_json
 from loopctl_memory.sql.opening import open_store
 from loopctl_memory.sql.store import SqlMemoryStore
 

@@ -12,7 +12,7 @@ import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, migrate
 from loopctl_memory.cli.rendering import format_score
-from loopctl_memory.jsonl import entry_to_dict
+from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.scoring import parse_query
 
 from .conftest import assert_fails, store_entries, stored_entries

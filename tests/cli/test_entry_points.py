@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, __version__
-from loopctl_memory.jsonl import entry_to_json
+from loopctl_memory.entry_json import entry_to_json
 
 SCRIPT = shutil.which("loopctl-memory", path=str(Path(sys.executable).parent))
 

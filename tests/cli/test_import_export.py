@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from loopctl_memory import MemoryCategory, MemoryEntry
-from loopctl_memory.jsonl import entry_to_json
+from loopctl_memory.entry_json import entry_to_json
 
 from .conftest import assert_fails, store_entries, stored_entries
 from .test_commands import entry

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loopctl_memory import InvalidEntryError, MemoryCategory, MemoryEntry
-from loopctl_memory.jsonl import (
+from loopctl_memory.entry_json import (
     FIELDS,
     OPTIONAL_FIELDS,
     entry_from_json,

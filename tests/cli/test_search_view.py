@@ -13,7 +13,7 @@ import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, open_store
 from loopctl_memory.cli.rendering import format_score
-from loopctl_memory.jsonl import entry_to_dict
+from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.sql.store import SqlMemoryStore
 
 from .conftest import assert_fails, store_entries, stored_entries

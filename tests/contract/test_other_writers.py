@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
-from loopctl_memory.jsonl import entry_to_json, import_jsonl
+from loopctl_memory.entry_json import entry_to_json
+from loopctl_memory.jsonl import import_jsonl
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import POSTGRES_URL_VARIABLE, SHARED_BACKENDS, reset_postgres

@@ -32,7 +32,7 @@ from loopctl_memory import (
     open_store,
 )
 from loopctl_memory.cli import DB_ENVVAR, cli
-from loopctl_memory.jsonl import entry_from_json
+from loopctl_memory.entry_json import entry_from_json
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, migrate, open_store
-from loopctl_memory.jsonl import entry_from_json
+from loopctl_memory.entry_json import entry_from_json
 
 FIXTURES = Path(__file__).with_name("fixtures")
 DATABASE = FIXTURES / "memory-0004.db"

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from loopctl_memory import MemoryCategory, MemoryEntry, open_store
 from loopctl_memory.cli import DB_ENVVAR, cli
-from loopctl_memory.jsonl import entry_to_dict, entry_to_json
+from loopctl_memory.entry_json import entry_to_dict, entry_to_json
 from tests.reliability.fuzz_values import ID_POOL, VALID_FIELDS, clean_texts, mixture
 
 MAX_EXAMPLES = 120

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, migrate, open_store
-from loopctl_memory.jsonl import entry_from_json
+from loopctl_memory.entry_json import entry_from_json
 from tests.reliability.kill_worker import expected_entries, is_prunable
 
 WORKER = Path(__file__).with_name("kill_worker.py")

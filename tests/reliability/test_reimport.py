@@ -39,13 +39,8 @@ from loopctl_memory import (
     open_store,
 )
 from loopctl_memory.cli import DB_ENVVAR, PROG, SCOPE_ENVVAR, cli
-from loopctl_memory.jsonl import (
-    SKIP_ATTEMPTS,
-    ImportFailedError,
-    entry_to_json,
-    export_jsonl,
-    import_jsonl,
-)
+from loopctl_memory.entry_json import entry_to_json
+from loopctl_memory.jsonl import SKIP_ATTEMPTS, ImportFailedError, export_jsonl, import_jsonl
 from tests.conftest import NEEDS_POSTGRES, SCOPED
 from tests.reliability import kill_worker
 from tests.reliability.test_kill_during_work import (

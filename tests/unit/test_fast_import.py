@@ -33,9 +33,15 @@ from loopctl_memory import (
     MemoryCategory,
     MemoryEntry,
     SqlMemoryStore,
+    entry_json,
     open_store,
 )
-from loopctl_memory import jsonl as jsonl_module
+from loopctl_memory.entry_json import (
+    entry_from_json,
+    entry_to_json,
+    flat_from_json,
+    scoped_entry_from_json,
+)
 from loopctl_memory.flat import (
     FlatBatch,
     FlatEntry,
@@ -43,15 +49,7 @@ from loopctl_memory.flat import (
     invert_tags,
     tokens_of,
 )
-from loopctl_memory.jsonl import (
-    Batch,
-    LineError,
-    entry_from_json,
-    entry_to_json,
-    flat_from_json,
-    read_batches,
-    scoped_entry_from_json,
-)
+from loopctl_memory.jsonl import Batch, LineError, read_batches
 from loopctl_memory.sql.index import pack
 
 Parsed = tuple[FlatEntry, list[str]]
@@ -92,7 +90,7 @@ def fallbacks_counted() -> Iterator[list[str | bytes]]:
         return scoped_entry_from_json(text)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(jsonl_module, "scoped_entry_from_json", counting)
+        patch.setattr(entry_json, "scoped_entry_from_json", counting)
         yield seen
 
 

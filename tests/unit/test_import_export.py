@@ -16,13 +16,8 @@ from loopctl_memory import (
     StorageError,
     open_store,
 )
-from loopctl_memory.jsonl import (
-    ImportFailedError,
-    LineError,
-    entry_to_json,
-    export_jsonl,
-    import_jsonl,
-)
+from loopctl_memory.entry_json import entry_to_json
+from loopctl_memory.jsonl import ImportFailedError, LineError, export_jsonl, import_jsonl
 
 
 def entries(count: int) -> list[MemoryEntry]:

@@ -12,7 +12,7 @@ from loopctl_memory.cli.messages import echo_json, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
-from loopctl_memory.jsonl import entry_to_dict
+from loopctl_memory.entry_json import entry_to_dict
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.store import SqlMemoryStore

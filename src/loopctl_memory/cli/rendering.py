@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from loopctl_memory.entry import ConsolidationStats, MemoryEntry
-from loopctl_memory.jsonl import entry_to_dict
+from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.scoring import f32
 
 if TYPE_CHECKING:

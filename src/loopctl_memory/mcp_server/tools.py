@@ -8,31 +8,26 @@ names are plain segments below the server's, see :mod:`loopctl_memory.scopes`).
 
 Bad arguments come back as tool errors carrying the library's one-line
 message; the server answers the next call as before. Only protocol goes to
-stdout; the SDK's logs go to stderr.
+stdout; the SDK's logs go to stderr. The transport is :mod:`loopctl_memory.mcp_server.stdio`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import stat
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from importlib.metadata import version
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.stdio import stdio_server
 from mcp_types import ToolAnnotations
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
+from loopctl_memory.entry_json import timestamp
 from loopctl_memory.errors import LoopMemoryError
-from loopctl_memory.jsonl import timestamp
 from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.mcp_server.stdio import serve_stdio
 from loopctl_memory.scopes import relative
 from loopctl_memory.sql.opening import open_store
 from loopctl_memory.sql.store import SqlMemoryStore
@@ -364,92 +359,4 @@ async def serve(
         read_only=read_only,
     ) as store:
         view = store if scope is None else store.scope(scope)
-        await _serve_stdio(build_server(view))
-
-
-async def _serve_stdio(server: MCPServer) -> None:
-    """Serve ``server`` over this process's stdin and stdout.
-
-    The SDK's own stdio transport reads and writes each message through a
-    worker thread, three thread hops a call; where stdin and stdout are pipes
-    (as an MCP client starts a server), they are read and written on the event
-    loop instead, which takes about a millisecond off every call.
-    """
-    lowlevel = getattr(server, "_lowlevel_server", None)
-    async with _pipes() as streams:
-        if streams is None or lowlevel is None:
-            await server.run_stdio_async()
-            return
-        async with stdio_server(*streams) as (read_stream, write_stream):
-            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
-
-
-class _PipeLines:
-    """stdin as the SDK's stdio transport reads it: an async iterator of text lines."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-
-    def __aiter__(self) -> _PipeLines:
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
-
-
-class _PipeWriter:
-    """stdout as the SDK's stdio transport writes it, with flow control."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
-
-    async def write(self, text: str) -> None:
-        self._writer.write(text.encode("utf-8"))
-        await self._writer.drain()
-
-    async def flush(self) -> None:
-        return None
-
-
-@asynccontextmanager
-async def _pipes() -> AsyncIterator[tuple[Any, Any] | None]:
-    """Stdin and stdout as event-loop pipes, or None where they are not pipes.
-
-    While serving, file descriptor 1 points at stderr, so that stray output of
-    any library lands there rather than in the protocol (as the SDK does).
-    """
-    if not (stat.S_ISFIFO(os.fstat(0).st_mode) and stat.S_ISFIFO(os.fstat(1).st_mode)):
-        yield None
-        return
-    loop = asyncio.get_running_loop()
-    saved_stdout = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        reader = asyncio.StreamReader(limit=_LINE_LIMIT, loop=loop)
-        # The transports own (and close) these duplicates of the wire's ends.
-        reading, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
-            os.fdopen(os.dup(0), "rb", buffering=0),
-        )
-        writing, protocol = await loop.connect_write_pipe(
-            lambda: asyncio.streams.FlowControlMixin(loop=loop),
-            os.fdopen(os.dup(saved_stdout), "wb", buffering=0),
-        )
-        try:
-            yield (
-                _PipeLines(reader),
-                _PipeWriter(asyncio.StreamWriter(writing, protocol, None, loop)),
-            )
-        finally:
-            reading.close()
-            writing.close()
-    finally:
-        os.dup2(saved_stdout, 1)
-        os.close(saved_stdout)
-
-
-_LINE_LIMIT = 1 << 30
-"""The longest message line read from stdin (a memory is not bounded in length)."""
+        await serve_stdio(build_server(view))
