@@ -8,11 +8,8 @@ rounded step at a time, so a pass here keeps and drops exactly what the crate's
 would. ``ConsolidationConfig()`` does none of the new work: it is loopctl
 0.1.0's rule (drop an entry whose relevance, as binary32, is below 0.05).
 
-The elementary functions (``ln``, ``exp``, ``powf``) come from the platform's C
-library, as they do in a compiled Rust program; correctly rounded results from
-:mod:`math` differ from glibc's ``logf``/``expf``/``powf`` in the last bit for
-about one argument in a thousand, which is enough to move an entry across a
-floor. Where no C library can be loaded, the correctly rounded value is used.
+The binary32 steps and the elementary functions come from
+:mod:`loopctl_memory.binary32`.
 
 The clustering is the crate's greedy rule (an entry joins the first cluster of
 its category whose seed is similar enough), found without comparing every pair:
@@ -24,10 +21,8 @@ compared exactly.
 from __future__ import annotations
 
 import bisect
-import ctypes
 import dataclasses
 import enum
-import functools
 import gc
 import itertools
 import math
@@ -39,6 +34,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from loopctl_memory.binary32 import (
+    INT64_MAX,
+    U16_MAX,
+    WHITE_SPACE,
+    as_secs_f32,
+    exp32,
+    f32,
+    half_pow32,
+    ln32,
+)
 from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
@@ -46,7 +51,7 @@ from loopctl_memory.entry import (
     validate_entry,
 )
 from loopctl_memory.errors import InvalidEntryError
-from loopctl_memory.scoring import PRUNE_BELOW, f32, split_whitespace
+from loopctl_memory.scoring import PRUNE_BELOW, split_whitespace
 
 __all__ = [
     "UNSET",
@@ -70,77 +75,6 @@ __all__ = [
     "quality_score",
 ]
 
-_INT64_MAX = 2**63 - 1
-_U16_MAX = 2**16 - 1
-
-# ---------------------------------------------------------------------------
-# binary32 arithmetic as a compiled Rust program does it
-# ---------------------------------------------------------------------------
-
-
-@functools.cache
-def _libm() -> ctypes.CDLL | None:
-    """The C library's binary32 functions, or None where they cannot be loaded."""
-    library: ctypes.CDLL | None = None
-    try:  # the symbols the interpreter itself links (it links the C math library)
-        library = ctypes.CDLL(None)
-        library.logf  # noqa: B018 - an AttributeError here means "not this one"
-    except (OSError, TypeError, AttributeError):
-        from ctypes import util  # noqa: PLC0415 - may run a subprocess: only when needed
-
-        name = util.find_library("m") or util.find_library("ucrtbase")
-        try:
-            library = None if name is None else ctypes.CDLL(name)
-        except OSError:
-            library = None
-    if library is None:
-        return None
-    try:
-        for function in ("logf", "expf"):
-            getattr(library, function).argtypes = [ctypes.c_float]
-            getattr(library, function).restype = ctypes.c_float
-        library.powf.argtypes = [ctypes.c_float, ctypes.c_float]
-        library.powf.restype = ctypes.c_float
-    except AttributeError:
-        return None
-    return library
-
-
-def _ln32(value: float) -> float:
-    """``value.ln()`` for a binary32 ``value``."""
-    library = _libm()
-    if library is not None:
-        result: float = library.logf(value)
-        return result
-    return f32(math.log(value))
-
-
-def _exp32(value: float) -> float:
-    """``value.exp()`` for a binary32 ``value``."""
-    library = _libm()
-    if library is not None:
-        result: float = library.expf(value)
-        return result
-    try:
-        return f32(math.exp(value))
-    except OverflowError:  # exp above binary32's range is infinite, as expf's is
-        return math.inf
-
-
-def _half_pow32(exponent: float) -> float:
-    """``0.5_f32.powf(exponent)`` for a binary32 ``exponent`` >= 0."""
-    library = _libm()
-    if library is not None:
-        result: float = library.powf(0.5, exponent)
-        return result
-    return f32(math.pow(0.5, exponent))
-
-
-def _as_secs_f32(span: timedelta) -> float:
-    """``Duration::as_secs_f32`` of a non-negative ``span``: seconds + nanoseconds / 1e9."""
-    seconds = span.days * 86_400 + span.seconds
-    return f32(f32(float(seconds)) + f32(f32(float(span.microseconds * 1000)) / 1e9))
-
 
 def _unit_ratio(numerator: int, denominator: int) -> float:
     """``numerator / denominator`` as binary32, as the crate's ``unit_ratio`` computes it.
@@ -151,11 +85,11 @@ def _unit_ratio(numerator: int, denominator: int) -> float:
     """
     if denominator == 0:
         return 0.0
-    scale = max(numerator, denominator) // (_U16_MAX + 1) + 1
+    scale = max(numerator, denominator) // (U16_MAX + 1) + 1
     if scale > 1:
         numerator = max(numerator // scale, 1) if numerator > 0 else 0
         denominator = max(denominator // scale, 1)
-    return f32(min(numerator, _U16_MAX) / min(denominator, _U16_MAX))
+    return f32(min(numerator, U16_MAX) / min(denominator, U16_MAX))
 
 
 def _utf8_length(text: str) -> int:
@@ -214,11 +148,11 @@ _access_factors: dict[int, float] = {}
 
 
 def _access_factor(access_count: int) -> float:
-    count = min(access_count, _U16_MAX)  # the crate narrows to u16, saturating
+    count = min(access_count, U16_MAX)  # the crate narrows to u16, saturating
     factor = _access_factors.get(count)
     if factor is None:
         # ln(1 + 50) in the denominator: 50 retrievals give the full access factor.
-        factor = min(max(f32(_ln32(f32(1.0 + count)) / _ln32(51.0)), 0.0), 1.0)
+        factor = min(max(f32(ln32(f32(1.0 + count)) / ln32(51.0)), 0.0), 1.0)
         if len(_access_factors) < 4096:
             _access_factors[count] = factor
     return factor
@@ -236,7 +170,7 @@ def quality_score(entry: MemoryEntry, now: datetime) -> float:
     stamp = entry.last_accessed if entry.last_accessed is not None else entry.created_at
     recency = 1.0
     if stamp <= now:
-        recency = _exp32(f32(-_as_secs_f32(now - stamp) / _RECENCY_SCALE))
+        recency = exp32(f32(-as_secs_f32(now - stamp) / _RECENCY_SCALE))
     total = f32(
         f32(f32(entry.relevance) * _RELEVANCE_WEIGHT)
         + f32(_access_factor(entry.access_count) * _ACCESS_WEIGHT)
@@ -264,7 +198,7 @@ def category_decay_weight(category: MemoryCategory | str) -> float:
 def _half_life_seconds(half_life: timedelta) -> float:
     if not isinstance(half_life, timedelta):
         raise InvalidEntryError(f"half_life must be a timedelta, not {type(half_life).__name__}")
-    return max(_as_secs_f32(half_life) if half_life > timedelta(0) else 0.0, 1.0)
+    return max(as_secs_f32(half_life) if half_life > timedelta(0) else 0.0, 1.0)
 
 
 def _decayed(entry: MemoryEntry, now: datetime, half_life_seconds: float) -> MemoryEntry:
@@ -276,8 +210,8 @@ def _decayed(entry: MemoryEntry, now: datetime, half_life_seconds: float) -> Mem
     relevance = entry.relevance
     if stamp <= now:
         weight = _DECAY_WEIGHTS[entry.category]
-        half_lives = f32(f32(_as_secs_f32(now - stamp) / half_life_seconds) * weight)
-        factor = _half_pow32(half_lives)
+        half_lives = f32(f32(as_secs_f32(now - stamp) / half_life_seconds) * weight)
+        factor = half_pow32(half_lives)
         decayed = min(max(f32(f32(relevance) * factor), 0.0), 1.0)
         # The crate holds relevance as binary32; a value decay leaves unchanged
         # in binary32 keeps the exact number the caller stored.
@@ -373,7 +307,7 @@ class Cluster:
 
 # Sets this large make the crate scale its counts (see _unit_ratio); they are compared
 # exhaustively instead of through the prefix index, whose bounds assume exact ratios.
-_LARGE_SET = (_U16_MAX - 1) // 2
+_LARGE_SET = (U16_MAX - 1) // 2
 # Widens the similarity bounds by far more than one binary32 rounding (2**-24), so a
 # ratio that rounds up to the threshold is never filtered out.
 _MARGIN = 1.0 - 1e-6
@@ -644,7 +578,7 @@ def merge_cluster(cluster: Cluster) -> MemoryEntry:
     present = set(tags)
     for duplicate in cluster.duplicates:
         relevance = min(f32(f32(relevance) + _CORROBORATION), 1.0)
-        access_count = min(access_count + duplicate.access_count, _INT64_MAX)
+        access_count = min(access_count + duplicate.access_count, INT64_MAX)
         validated = validated or duplicate.validated
         created_at = min(created_at, duplicate.created_at)
         if duplicate.last_accessed is not None and (
@@ -887,13 +821,6 @@ def _consolidate(
 # Access, update, forgetting
 # ---------------------------------------------------------------------------
 
-# Unicode White_Space: what Rust's str::trim strips (str.strip() also strips U+001C..U+001F).
-_WHITE_SPACE: Final = (
-    "\u0009\u000a\u000b\u000c\u000d\u0020\u0085\u00a0\u1680"
-    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u2028\u2029\u202f\u205f\u3000"
-)
-
 
 def access_matches(query: str, entries: Sequence[MemoryEntry]) -> list[bool]:
     """For each entry, whether ``query`` really matched it, so retrieving it counts as an access.
@@ -908,7 +835,7 @@ def access_matches(query: str, entries: Sequence[MemoryEntry]) -> list[bool]:
     words = tuple(dict.fromkeys(split_whitespace(lowered)))
     if not words:
         return [False] * len(entries)
-    trimmed = lowered.strip(_WHITE_SPACE)
+    trimmed = lowered.strip(WHITE_SPACE)  # Rust's str::trim
     matches: list[bool] = []
     for entry in entries:
         memory = entry.memory.lower()

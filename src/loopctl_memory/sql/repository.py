@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import scopes as scope_names
+from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, moment
@@ -54,7 +55,6 @@ _IDS_PER_STATEMENT = 10_000
 # and the scope (a view's, not the entry's).
 _ENTRY_NAMES = tuple(name for name in ENTRY_FIELDS if name not in ("memory_lower", "scope_id"))
 _ENTRY_COLUMNS = tuple(entries.c[name] for name in _ENTRY_NAMES)
-_ACCESS_COUNT_MAX = 2**63 - 1
 
 
 # --- scopes ----------------------------------------------------------------
@@ -368,7 +368,7 @@ def access_stamp(seqs: Sequence[int], now_us: int) -> Statement:
     """
     marks = ", ".join("?" * len(seqs))
     statement = _ACCESS_STAMP.format(marks)
-    return statement, (_ACCESS_COUNT_MAX, now_us, now_us, *seqs)
+    return statement, (INT64_MAX, now_us, now_us, *seqs)
 
 
 async def run_statement(connection: AsyncConnection, statement: Statement) -> None:

@@ -28,15 +28,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loopctl_memory.binary32 import SCORE_BASELINE, SCORE_OVERLAP_WEIGHT, SCORE_TAG_BONUS
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import ParsedQuery
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking_state import RankingState
 from loopctl_memory.sql.segments import Ints, distinct
 
-_OVERLAP_WEIGHT = np.float32(0.4)
-_TAG_BONUS = np.float32(0.3)
-_BASELINE = np.float32(0.1)
+_OVERLAP_WEIGHT = np.float32(SCORE_OVERLAP_WEIGHT)
+_TAG_BONUS = np.float32(SCORE_TAG_BONUS)
+_BASELINE = np.float32(SCORE_BASELINE)
 
 Scores = npt.NDArray[np.float32]
 # A scope holding less than this share of the store is scored on its own entries only.
