@@ -1,4 +1,4 @@
-"""Consolidation, access tracking, update and forget: lifecycle.py and InMemoryStore.
+"""Consolidation, access tracking, update and forget: the lifecycle package and InMemoryStore.
 
 The first tests port loopctl's own tests of ``memory/consolidate.rs``; a
 property test then holds the indexed pass to the plain quadratic port in

@@ -1,0 +1,42 @@
+"""Checking the arguments a lifecycle operation takes: the current time and plain numbers."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+from loopctl_memory.errors import InvalidEntryError
+
+
+def check_now(now: object) -> datetime:
+    """Check that ``now`` is a timezone-aware datetime; return it in UTC.
+
+    Raises:
+        InvalidEntryError: it is anything else.
+
+    """
+    if not isinstance(now, datetime):
+        raise InvalidEntryError(f"now must be a datetime, not {type(now).__name__}")
+    if now.utcoffset() is None:
+        raise InvalidEntryError("now must be timezone-aware (UTC)")
+    try:
+        return now.astimezone(UTC)
+    except OverflowError:
+        raise InvalidEntryError(f"now {now} is out of range in UTC") from None
+
+
+def check_number(value: object, what: str) -> float:
+    """Check that ``value`` (the argument named ``what``) is a real number; return it as a float.
+
+    An int too large for a float is returned as the infinity of its sign.
+
+    Raises:
+        InvalidEntryError: it is a bool or not a number at all.
+
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidEntryError(f"{what} must be a number, not {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond any float: out of every range as infinity is
+        return math.inf if value > 0 else -math.inf
