@@ -30,6 +30,7 @@ from loopctl_memory.lifecycle.rules import (
     access_matches,
     apply_update,
     forget_rule,
+    stamp_accessed,
 )
 
 __all__ = [
@@ -52,4 +53,5 @@ __all__ = [
     "normalized_tokens",
     "promote_highest_quality",
     "quality_score",
+    "stamp_accessed",
 ]

@@ -1,7 +1,7 @@
 """What a store does to entries on a caller's request: count an access, update, forget.
 
 Each is a rule on single entries, the same for every backend: which retrieved
-entries count as accessed, what an update may change,
+entries count as accessed and how they are stamped, what an update may change,
 and which entries a ``forget`` deletes.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from loopctl_memory.binary32 import WHITE_SPACE
+from loopctl_memory.binary32 import INT64_MAX, WHITE_SPACE
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, validate_entry
 from loopctl_memory.errors import InvalidEntryError
 from loopctl_memory.lifecycle.arguments import check_now, check_number
@@ -44,6 +44,18 @@ def access_matches(query: str, entries: Sequence[MemoryEntry]) -> list[bool]:
             or any(trimmed in tag.lower() for tag in entry.tags)
         )
     return matches
+
+
+def stamp_accessed(entries: Iterable[MemoryEntry], now: datetime) -> None:
+    """Stamp ``entries`` as accessed at ``now``, in place.
+
+    Each entry's ``access_count`` rises by one, saturating at 2**63 - 1, and
+    its ``last_accessed`` becomes ``now`` unless it is already later.
+    """
+    for entry in entries:
+        entry.access_count = min(entry.access_count + 1, INT64_MAX)
+        if entry.last_accessed is None or entry.last_accessed < now:
+            entry.last_accessed = now
 
 
 class Unset(enum.Enum):

@@ -389,11 +389,9 @@ class SqlMemoryStore:
         if not stamped:
             return None
         now = lifecycle.check_now(self._shared.clock())
-        for entry, hit in zip(found, matched, strict=True):
-            if hit:
-                entry.access_count = min(entry.access_count + 1, 2**63 - 1)
-                if entry.last_accessed is None or entry.last_accessed < now:
-                    entry.last_accessed = now
+        lifecycle.stamp_accessed(
+            [entry for entry, hit in zip(found, matched, strict=True) if hit], now
+        )
         return repository.access_stamp(stamped, (now - EPOCH) // MICROSECOND)
 
     async def consolidate(
