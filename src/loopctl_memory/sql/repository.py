@@ -32,6 +32,7 @@ from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, moment
+from loopctl_memory.lifecycle import ForgetRule
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import PRUNE_THRESHOLD
 from loopctl_memory.sql import index
@@ -497,8 +498,8 @@ def remove_seqs(connection: AsyncConnection, seqs: Sequence[int]) -> Awaitable[i
     return remove(connection, entries.c.seq.in_(list(seqs)))
 
 
-def forget_condition(rule: Any, scope: ScopeIds) -> ColumnElement[bool]:
-    """The entries of the view that ``rule`` (a ``lifecycle.ForgetRule``) forgets."""
+def forget_condition(rule: ForgetRule, scope: ScopeIds) -> ColumnElement[bool]:
+    """The entries of the view that ``rule`` forgets."""
     conditions = [scope.condition()]
     if rule.created_before is not None:
         conditions.append(entries.c.created_at_us < microseconds(rule.created_before))
