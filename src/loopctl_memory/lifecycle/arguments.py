@@ -17,12 +17,22 @@ def check_now(now: object) -> datetime:
     """
     if not isinstance(now, datetime):
         raise InvalidEntryError(f"now must be a datetime, not {type(now).__name__}")
-    if now.utcoffset() is None:
-        raise InvalidEntryError("now must be timezone-aware (UTC)")
+    return aware_in_utc(now, "now")
+
+
+def aware_in_utc(moment: datetime, what: str) -> datetime:
+    """Check that ``moment`` (the argument named ``what``) is timezone-aware; return it in UTC.
+
+    Raises:
+        InvalidEntryError: it is naive, or out of range in UTC.
+
+    """
+    if moment.utcoffset() is None:
+        raise InvalidEntryError(f"{what} must be timezone-aware (UTC)")
     try:
-        return now.astimezone(UTC)
+        return moment.astimezone(UTC)
     except OverflowError:
-        raise InvalidEntryError(f"now {now} is out of range in UTC") from None
+        raise InvalidEntryError(f"{what} {moment} is out of range in UTC") from None
 
 
 def check_number(value: object, what: str) -> float:

@@ -18,7 +18,7 @@ from typing import Any, Final
 from loopctl_memory.binary32 import INT64_MAX, WHITE_SPACE
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, validate_entry
 from loopctl_memory.errors import InvalidEntryError
-from loopctl_memory.lifecycle.arguments import check_now, check_number
+from loopctl_memory.lifecycle.arguments import aware_in_utc, check_now, check_number
 from loopctl_memory.scoring import split_whitespace
 
 
@@ -114,12 +114,7 @@ def _cutoff(older_than: object, now: datetime) -> datetime:
         except OverflowError:  # older than any representable time: nothing is
             return _BEFORE_EVERYTHING
     if isinstance(older_than, datetime):
-        if older_than.utcoffset() is None:
-            raise InvalidEntryError("older_than must be timezone-aware (UTC)")
-        try:
-            return older_than.astimezone(UTC)
-        except OverflowError:
-            raise InvalidEntryError(f"older_than {older_than} is out of range in UTC") from None
+        return aware_in_utc(older_than, "older_than")
     raise InvalidEntryError(
         f"older_than must be a datetime or a timedelta, not {type(older_than).__name__}"
     )
