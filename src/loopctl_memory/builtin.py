@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
 from loopctl_memory import lifecycle
+from loopctl_memory.binary32 import f32
 from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
@@ -18,9 +19,7 @@ from loopctl_memory.entry import (
 )
 from loopctl_memory.errors import DuplicateEntryError, InvalidEntryError
 from loopctl_memory.lifecycle import ConsolidationConfig
-from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, f32, parse_query
-
-_INT64_MAX = 2**63 - 1
+from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, parse_query
 
 
 def _utc_now() -> datetime:
@@ -138,11 +137,7 @@ class InMemoryStore:
             matches = lifecycle.access_matches(query, entries)
             accessed = [entry for entry, matched in zip(entries, matches, strict=True) if matched]
             if accessed:  # the clock is read only when there is something to stamp
-                now = self._now()
-                for entry in accessed:
-                    entry.access_count = min(entry.access_count + 1, _INT64_MAX)
-                    if entry.last_accessed is None or entry.last_accessed < now:
-                        entry.last_accessed = now
+                lifecycle.stamp_accessed(accessed, self._now())
         return [(copy_entry(entry), score) for score, entry in chosen]
 
     async def consolidate(

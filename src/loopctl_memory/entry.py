@@ -8,9 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.errors import InvalidEntryError
-
-_INT64_MAX = 2**63 - 1
 
 
 class MemoryCategory(enum.StrEnum):
@@ -229,7 +228,7 @@ def check_entry(entry: object) -> MemoryEntry:
     count = entry.access_count
     if type(count) is not int and (isinstance(count, bool) or not isinstance(count, int)):
         raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {_shown(count)}")
-    if not 0 <= count <= _INT64_MAX:
+    if not 0 <= count <= INT64_MAX:
         raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {_shown(count)}")
     if type(entry.validated) is not bool:  # bool cannot be subclassed
         raise InvalidEntryError(f"validated must be a bool, not {type(entry.validated).__name__}")

@@ -29,6 +29,7 @@ from typing import Annotated, Any
 import msgspec
 
 from loopctl_memory import scopes
+from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, check_entry
 from loopctl_memory.errors import InvalidEntryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatEntry, flat_entry
@@ -54,7 +55,6 @@ OPTIONAL_FIELDS = frozenset(("scope", "last_accessed", "last_decayed"))
 _FIELD_SET = frozenset(FIELDS)
 _REQUIRED = _FIELD_SET - OPTIONAL_FIELDS
 _CATEGORY_VALUES = frozenset(category.value for category in MemoryCategory)
-_INT64_MAX = 2**63 - 1
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -71,7 +71,7 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     tags: list[str]
     relevance: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
     created_at: str
-    access_count: Annotated[int, msgspec.Meta(ge=0, le=_INT64_MAX)]
+    access_count: Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
     validated: bool
     scope: str = ""
     last_accessed: str | None = None

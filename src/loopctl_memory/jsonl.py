@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
-# Re-exported (`as` tells mypy so) for the modules that imported them from here before the
-# codec moved to entry_json, until they import them from there; only entry_to_json is used.
 from loopctl_memory.entry_json import entry_to_json, flat_from_json
 from loopctl_memory.errors import DuplicateEntryError, InvalidEntryError, LoopMemoryError
 from loopctl_memory.flat import FlatBatch

@@ -5,46 +5,38 @@ multiplication, division and addition rounds to ``f32``, left to right::
 
     score = relevance*0.5 + overlap*0.4 + tag_bonus + 0.1
 
-Each step here is computed in binary64 and rounded to binary32, which gives
-the binary32 result exactly (binary64 has more than twice the precision, so the
-double rounding is innocuous for +, * and /).
+Each step rounds through :func:`loopctl_memory.binary32.f32`, which gives the
+binary32 result exactly.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import struct
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-_BINARY32 = struct.Struct("<f")
-
-
-def f32(value: float) -> float:
-    """Round ``value`` to the nearest binary32 (ties to even), returned as a float."""
-    result: float = _BINARY32.unpack(_BINARY32.pack(value))[0]
-    return result
-
-
-_HALF = f32(0.5)
-_OVERLAP_WEIGHT = f32(0.4)
-_TAG_BONUS = f32(0.3)
-_BASELINE = f32(0.1)
+from loopctl_memory.binary32 import (
+    SCORE_BASELINE,
+    SCORE_OVERLAP_WEIGHT,
+    SCORE_RELEVANCE_WEIGHT,
+    SCORE_TAG_BONUS,
+    WHITE_SPACE,
+    f32,
+    next_down32,
+)
 
 # Rust's str::split_whitespace splits on the Unicode White_Space property.
-# Python's str.split() also splits on U+001C..U+001F, which are not White_Space.
-_WHITE_SPACE = re.compile(
-    "[\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+"
-)
+# None of its characters is special in a character class.
+_WHITE_SPACE_RUN = re.compile(f"[{WHITE_SPACE}]+")
 
 
 def split_whitespace(text: str) -> list[str]:
     """Split ``text`` exactly as Rust's ``str::split_whitespace`` does."""
     # Four substring tests (memchr each) are far cheaper than a regex search of the text.
     if "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text:
-        return [word for word in _WHITE_SPACE.split(text) if word]
+        return [word for word in _WHITE_SPACE_RUN.split(text) if word]
     return text.split()  # the same set, less U+001C..U+001F, which are absent
 
 
@@ -108,10 +100,10 @@ def score(relevance: float, matches: int, word_count: int, tagged: bool) -> floa
 
     """
     overlap = f32(matches / max(word_count, 1)) if matches > 0 else 0.0
-    total = f32(f32(f32(relevance) * _HALF) + f32(overlap * _OVERLAP_WEIGHT))
+    total = f32(f32(f32(relevance) * SCORE_RELEVANCE_WEIGHT) + f32(overlap * SCORE_OVERLAP_WEIGHT))
     if tagged:
-        total = f32(total + _TAG_BONUS)
-    return f32(total + _BASELINE)
+        total = f32(total + SCORE_TAG_BONUS)
+    return f32(total + SCORE_BASELINE)
 
 
 def baseline_score(relevance: float) -> float:
@@ -122,8 +114,7 @@ def baseline_score(relevance: float) -> float:
 def _prune_threshold() -> float:
     """The binary64 value T such that ``f32(x) < f32(0.05)`` exactly when ``x < T``."""
     limit = f32(0.05)
-    (bits,) = struct.unpack("<I", _BINARY32.pack(limit))
-    (below,) = _BINARY32.unpack(struct.pack("<I", bits - 1))  # the binary32 just below
+    below = next_down32(limit)
     # Halfway between two adjacent binary32 values, x rounds to the one with an
     # even significand; everything strictly below the midpoint rounds down.
     midpoint = (below + limit) / 2

@@ -1,9 +1,9 @@
-"""A plain, quadratic port of the crate's consolidation pass: the oracle for lifecycle.py.
+"""A plain, quadratic port of the crate's consolidation pass: the oracle for the lifecycle package.
 
 Each function follows ``memory/consolidate.rs`` step for step, with straight
 loops and no index, so that its results can be trusted by reading it. Numbers
 are binary32 as in the crate: every arithmetic step goes through ``f32`` and
-the elementary functions are the ones ``lifecycle`` takes from the C library
+the elementary functions are the ones ``binary32`` takes from the C library
 (the crate calls the same ones).
 
 Where the Python library deliberately differs from the crate, this port
@@ -20,9 +20,10 @@ import dataclasses
 import math
 from datetime import datetime, timedelta
 
+from loopctl_memory.binary32 import exp32, f32, half_pow32, ln32
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
-from loopctl_memory.lifecycle import ConsolidationConfig, _exp32, _half_pow32, _ln32
-from loopctl_memory.scoring import f32, split_whitespace
+from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.scoring import split_whitespace
 
 INT64_MAX = 2**63 - 1
 U16_MAX = 65_535
@@ -36,11 +37,11 @@ def as_secs_f32(span: timedelta) -> float:
 
 def quality_score(entry: MemoryEntry, now: datetime) -> float:
     access_count = f32(float(min(entry.access_count, U16_MAX)))
-    access_factor = f32(_ln32(f32(1.0 + access_count)) / _ln32(f32(1.0 + 50.0)))
+    access_factor = f32(ln32(f32(1.0 + access_count)) / ln32(f32(1.0 + 50.0)))
     access_factor = min(max(access_factor, 0.0), 1.0)
     stamp = entry.last_accessed if entry.last_accessed is not None else entry.created_at
     if now >= stamp:
-        recency = _exp32(f32(-as_secs_f32(now - stamp) / f32(60.0 * 60.0 * 24.0 * 30.0)))
+        recency = exp32(f32(-as_secs_f32(now - stamp) / f32(60.0 * 60.0 * 24.0 * 30.0)))
     else:
         recency = 1.0
     validated = 1.0 if entry.validated else 0.0
@@ -71,7 +72,7 @@ def decay_relevance(entry: MemoryEntry, now: datetime, half_life: timedelta) -> 
     half_life_seconds = max(as_secs_f32(half_life), 1.0)
     half_lives = f32(as_secs_f32(now - stamp) / half_life_seconds)
     half_lives = f32(half_lives * category_decay_weight(entry.category))
-    factor = _half_pow32(max(half_lives, 0.0))
+    factor = half_pow32(max(half_lives, 0.0))
     relevance = min(max(f32(f32(entry.relevance) * factor), 0.0), 1.0)
     if relevance != f32(entry.relevance):  # the library keeps an unchanged stored float
         entry.relevance = relevance

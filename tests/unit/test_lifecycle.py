@@ -1,4 +1,4 @@
-"""Consolidation, access tracking, update and forget: lifecycle.py and InMemoryStore.
+"""Consolidation, access tracking, update and forget: the lifecycle package and InMemoryStore.
 
 The first tests port loopctl's own tests of ``memory/consolidate.rs``; a
 property test then holds the indexed pass to the plain quadratic port in
@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopctl_memory import InMemoryStore, InvalidEntryError, MemoryCategory, MemoryEntry
+from loopctl_memory.binary32 import f32
 from loopctl_memory.entry import ConsolidationStats, copy_entry
 from loopctl_memory.lifecycle import (
     Cluster,
@@ -37,7 +38,7 @@ from loopctl_memory.lifecycle import (
     promote_highest_quality,
     quality_score,
 )
-from loopctl_memory.scoring import PRUNE_BELOW, f32
+from loopctl_memory.scoring import PRUNE_BELOW
 from tests.unit import consolidate_port as port
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -15,9 +15,9 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 from rich.text import Text
 
+from loopctl_memory.binary32 import f32
 from loopctl_memory.entry import ConsolidationStats, MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
-from loopctl_memory.scoring import f32
 
 if TYPE_CHECKING:
     from loopctl_memory.entry import Summary

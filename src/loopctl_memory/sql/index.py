@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Table, delete, func, select, update
 
+from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import (
@@ -175,7 +176,7 @@ def _read_back(
         return after
     backend = backend_of(connection)
     decode = backend.decode
-    limit = before if before is not None else 2**63 - 1
+    limit = before if before is not None else INT64_MAX
     # Through the driver: SQLAlchemy's per-row result processing would cost more than the rest.
     rows = connection.exec_driver_sql(
         backend.sql("SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq < ? ORDER BY seq"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -28,9 +29,11 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import scopes as scope_names
+from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, moment
+from loopctl_memory.lifecycle import ForgetRule, access_matches, check_now, stamp_accessed
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import PRUNE_THRESHOLD
 from loopctl_memory.sql import index
@@ -54,7 +57,6 @@ _IDS_PER_STATEMENT = 10_000
 # and the scope (a view's, not the entry's).
 _ENTRY_NAMES = tuple(name for name in ENTRY_FIELDS if name not in ("memory_lower", "scope_id"))
 _ENTRY_COLUMNS = tuple(entries.c[name] for name in _ENTRY_NAMES)
-_ACCESS_COUNT_MAX = 2**63 - 1
 
 
 # --- scopes ----------------------------------------------------------------
@@ -361,14 +363,28 @@ _ACCESS_STAMP = (
 )
 
 
-def access_stamp(seqs: Sequence[int], now_us: int) -> Statement:
-    """Count one more access of each entry at ``seqs``, last at ``now_us`` (never earlier).
+def access_stamp(
+    query: str, seqs: Sequence[int], found: Sequence[MemoryEntry], now: datetime
+) -> Statement | None:
+    """The write recording an access, at ``now``, of each entry ``query`` matched; or None.
 
-    The statement (``?`` placeholders) and its arguments, for the caller to run.
+    ``found`` are the entries a retrieval returns, at ``seqs``; those matched are
+    stamped as the write will leave them (one more access, last at ``now`` or
+    later). The statement (``?`` placeholders) and its arguments, for the caller to run.
     """
-    marks = ", ".join("?" * len(seqs))
-    statement = _ACCESS_STAMP.format(marks)
-    return statement, (_ACCESS_COUNT_MAX, now_us, now_us, *seqs)
+    matched = access_matches(query, found)
+    stamped = [seq for seq, hit in zip(seqs, matched, strict=True) if hit]
+    if not stamped:
+        return None
+    now = check_now(now)
+    stamp_accessed([entry for entry, hit in zip(found, matched, strict=True) if hit], now)
+    now_us = (now - EPOCH) // MICROSECOND
+    return _ACCESS_STAMP.format(", ".join("?" * len(stamped))), (
+        INT64_MAX,
+        now_us,
+        now_us,
+        *stamped,
+    )
 
 
 async def run_statement(connection: AsyncConnection, statement: Statement) -> None:
@@ -509,8 +525,8 @@ def remove_seqs(connection: AsyncConnection, seqs: Sequence[int]) -> Awaitable[i
     return remove(connection, entries.c.seq.in_(list(seqs)))
 
 
-def forget_condition(rule: Any, scope: ScopeIds) -> ColumnElement[bool]:
-    """The entries of the view that ``rule`` (a ``lifecycle.ForgetRule``) forgets."""
+def forget_condition(rule: ForgetRule, scope: ScopeIds) -> ColumnElement[bool]:
+    """The entries of the view that ``rule`` forgets."""
     conditions = [scope.condition()]
     if rule.created_before is not None:
         conditions.append(entries.c.created_at_us < microseconds(rule.created_before))

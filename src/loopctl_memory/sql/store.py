@@ -34,7 +34,7 @@ from loopctl_memory.entry import (
     validate_query,
 )
 from loopctl_memory.errors import InvalidArgumentError, StorageError
-from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, flatten
+from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
@@ -239,32 +239,13 @@ class SqlMemoryStore:
 
         def stamp(answered: Answer) -> Statement | None:
             seqs, found, _ = answered
-            return self._access_stamp(query, seqs, found)
+            return repository.access_stamp(query, seqs, found, shared.clock())
 
         async with shared.ranking_lock:
             _, found, scores = await self._unit.read(
                 "retrieve", answer, then_write=stamp if shared.track_access else None
             )
         return list(zip(found, scores, strict=True))
-
-    def _access_stamp(
-        self, query: str, seqs: list[int], found: list[MemoryEntry]
-    ) -> Statement | None:
-        """The write recording an access of each returned entry the query matched, if any.
-
-        The returned entries are stamped as the write will leave them.
-        """
-        matched = lifecycle.access_matches(query, found)
-        stamped = [seq for seq, hit in zip(seqs, matched, strict=True) if hit]
-        if not stamped:
-            return None
-        now = lifecycle.check_now(self._shared.clock())
-        for entry, hit in zip(found, matched, strict=True):
-            if hit:
-                entry.access_count = min(entry.access_count + 1, 2**63 - 1)
-                if entry.last_accessed is None or entry.last_accessed < now:
-                    entry.last_accessed = now
-        return repository.access_stamp(stamped, (now - EPOCH) // MICROSECOND)
 
     async def consolidate(
         self, config: ConsolidationConfig | None = None, *, vacuum: bool = False

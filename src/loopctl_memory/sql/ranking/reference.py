@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loopctl_memory.binary32 import SCORE_BASELINE, SCORE_OVERLAP_WEIGHT, SCORE_TAG_BONUS
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import ParsedQuery
 from loopctl_memory.sql.backend import Reader
@@ -35,9 +36,9 @@ from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.ranking.topk import Scores, best, best_above
 from loopctl_memory.sql.segments import Ints, distinct
 
-_OVERLAP_WEIGHT = np.float32(0.4)
-_TAG_BONUS = np.float32(0.3)
-_BASELINE = np.float32(0.1)
+_OVERLAP_WEIGHT = np.float32(SCORE_OVERLAP_WEIGHT)
+_TAG_BONUS = np.float32(SCORE_TAG_BONUS)
+_BASELINE = np.float32(SCORE_BASELINE)
 
 # A scope holding less than this share of the store is scored on its own entries only.
 _SMALL_SCOPE = 4

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loopctl_memory.binary32 import SCORE_RELEVANCE_WEIGHT
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
@@ -45,7 +46,7 @@ Halves = npt.NDArray[np.float32]
 Mask = npt.NDArray[np.bool_]
 _MAX_SEGMENTS = 16
 _ROWS_PER_FETCH = 65_536
-_HALF = np.float32(0.5)
+_HALF = np.float32(SCORE_RELEVANCE_WEIGHT)
 # What a refresh compares with its copy: the highest seq, the last change, the
 # watermark, the generation and the newest scope.
 _WHERE_THINGS_STAND = (

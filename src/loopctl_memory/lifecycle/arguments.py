@@ -1,0 +1,52 @@
+"""Checking the arguments a lifecycle operation takes: the current time and plain numbers."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+from loopctl_memory.errors import InvalidEntryError
+
+
+def check_now(now: object) -> datetime:
+    """Check that ``now`` is a timezone-aware datetime; return it in UTC.
+
+    Raises:
+        InvalidEntryError: it is anything else.
+
+    """
+    if not isinstance(now, datetime):
+        raise InvalidEntryError(f"now must be a datetime, not {type(now).__name__}")
+    return aware_in_utc(now, "now")
+
+
+def aware_in_utc(moment: datetime, what: str) -> datetime:
+    """Check that ``moment`` (the argument named ``what``) is timezone-aware; return it in UTC.
+
+    Raises:
+        InvalidEntryError: it is naive, or out of range in UTC.
+
+    """
+    if moment.utcoffset() is None:
+        raise InvalidEntryError(f"{what} must be timezone-aware (UTC)")
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise InvalidEntryError(f"{what} {moment} is out of range in UTC") from None
+
+
+def check_number(value: object, what: str) -> float:
+    """Check that ``value`` (the argument named ``what``) is a real number; return it as a float.
+
+    An int too large for a float is returned as the infinity of its sign.
+
+    Raises:
+        InvalidEntryError: it is a bool or not a number at all.
+
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidEntryError(f"{what} must be a number, not {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond any float: out of every range as infinity is
+        return math.inf if value > 0 else -math.inf
