@@ -17,7 +17,7 @@ from loopctl_memory.entry import (
     validate_id,
     validate_query,
 )
-from loopctl_memory.errors import DuplicateEntryError, InvalidEntryError
+from loopctl_memory.errors import DuplicateEntryError, InvalidArgumentError
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, parse_query
 
@@ -28,7 +28,7 @@ def _utc_now() -> datetime:
 
 def _check_config(config: object) -> ConsolidationConfig:
     if not isinstance(config, ConsolidationConfig):
-        raise InvalidEntryError(
+        raise InvalidArgumentError(
             f"config must be a ConsolidationConfig, not {type(config).__name__}"
         )
     return config
@@ -70,11 +70,11 @@ class InMemoryStore:
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         if type(track_access) is not bool:
-            raise InvalidEntryError(
+            raise InvalidArgumentError(
                 f"track_access must be a bool, not {type(track_access).__name__}"
             )
         if clock is not None and not callable(clock):
-            raise InvalidEntryError(f"clock must be callable, not {type(clock).__name__}")
+            raise InvalidArgumentError(f"clock must be callable, not {type(clock).__name__}")
         self._consolidation = (
             ConsolidationConfig() if consolidation is None else _check_config(consolidation)
         )
@@ -152,7 +152,7 @@ class InMemoryStore:
         for the SQL store's sake and does nothing: a list has no free pages.
 
         Raises:
-            InvalidEntryError: ``config`` is not a ConsolidationConfig.
+            InvalidArgumentError: ``config`` is not a ConsolidationConfig.
 
         """
         del vacuum
@@ -203,11 +203,11 @@ class InMemoryStore:
         accepted for the same signature (it must be an int >= 1).
 
         Raises:
-            InvalidEntryError: ``batch_size`` is not an int >= 1.
+            InvalidArgumentError: ``batch_size`` is not an int >= 1.
 
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidEntryError(f"batch_size must be an int >= 1, got {batch_size!r}")
+            raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
         for entry in list(self._entries):
             yield copy_entry(entry)
 
@@ -264,7 +264,7 @@ class InMemoryStore:
         ``category``: of this category; ``below``: relevance below this.
 
         Raises:
-            InvalidEntryError: no condition is given and ``everything`` is not
+            InvalidArgumentError: no condition is given and ``everything`` is not
                 True, or a condition is invalid; nothing changes.
 
         """

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from loopctl_memory.binary32 import INT64_MAX
-from loopctl_memory.errors import InvalidEntryError
+from loopctl_memory.errors import InvalidArgumentError, InvalidEntryError
 
 
 class MemoryCategory(enum.StrEnum):
@@ -129,14 +129,14 @@ def id_range(prefix: object) -> tuple[uuid.UUID, uuid.UUID]:
     Dashes in ``prefix`` are ignored and letters may be of either case.
 
     Raises:
-        InvalidEntryError: ``prefix`` is not a str of 1 to 32 hexadecimal digits.
+        InvalidArgumentError: ``prefix`` is not a str of 1 to 32 hexadecimal digits.
 
     """
     if not isinstance(prefix, str):
-        raise InvalidEntryError(f"an id prefix is a str, not {type(prefix).__name__}")
+        raise InvalidArgumentError(f"an id prefix is a str, not {type(prefix).__name__}")
     digits = prefix.replace("-", "").lower()
     if not digits or len(digits) > 32 or not _HEX_DIGITS.issuperset(digits):
-        raise InvalidEntryError(f"an id prefix is 1 to 32 hexadecimal digits, not {prefix!r}")
+        raise InvalidArgumentError(f"an id prefix is 1 to 32 hexadecimal digits, not {prefix!r}")
     return uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
 
 

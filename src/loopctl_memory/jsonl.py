@@ -21,7 +21,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
 from loopctl_memory.entry_json import entry_to_json, flat_from_json
-from loopctl_memory.errors import DuplicateEntryError, InvalidEntryError, LoopMemoryError
+from loopctl_memory.errors import (
+    DuplicateEntryError,
+    InvalidArgumentError,
+    InvalidEntryError,
+    LoopMemoryError,
+)
 from loopctl_memory.flat import FlatBatch
 
 if TYPE_CHECKING:
@@ -221,15 +226,15 @@ async def import_jsonl(
         ImportFailedError: a line is not a valid entry, or a batch was refused (an
             id already stored, or the database failed); what was stored before is
             kept and counted.
-        InvalidEntryError: ``batch_size`` is not a positive int, or
+        InvalidArgumentError: ``batch_size`` is not a positive int, or
             ``on_duplicate`` is neither ``"fail"`` nor ``"skip"``.
         OSError: the source cannot be read.
 
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidEntryError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
     if not isinstance(on_duplicate, str) or on_duplicate not in _ON_DUPLICATE:
-        raise InvalidEntryError(f"on_duplicate must be 'fail' or 'skip', got {on_duplicate!r}")
+        raise InvalidArgumentError(f"on_duplicate must be 'fail' or 'skip', got {on_duplicate!r}")
     skip = on_duplicate == "skip"
     with contextlib.ExitStack() as stack:
         if isinstance(source, str | os.PathLike):

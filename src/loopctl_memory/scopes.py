@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loopctl_memory.errors import InvalidEntryError
+from loopctl_memory.errors import InvalidArgumentError
 
 MAX_LENGTH = 255
 """The longest scope name, in characters."""
@@ -19,25 +19,27 @@ def check_name(name: object) -> str:
     """Return ``name`` if it is a valid non-empty scope name.
 
     Raises:
-        InvalidEntryError: it is not a str, is empty, longer than 255
+        InvalidArgumentError: it is not a str, is empty, longer than 255
             characters, has an empty segment (``"a//b"``, ``"/a"``, ``"a/"``),
             or cannot be encoded as UTF-8.
 
     """
     if not isinstance(name, str):
-        raise InvalidEntryError(f"a scope name is a str, not {type(name).__name__}")
+        raise InvalidArgumentError(f"a scope name is a str, not {type(name).__name__}")
     if not name:
-        raise InvalidEntryError("a scope name cannot be empty (the root store is the root scope)")
+        raise InvalidArgumentError(
+            "a scope name cannot be empty (the root store is the root scope)"
+        )
     if len(name) > MAX_LENGTH:
-        raise InvalidEntryError(
+        raise InvalidArgumentError(
             f"a scope name has at most {MAX_LENGTH} characters, not {len(name)}"
         )
     if "" in name.split("/"):
-        raise InvalidEntryError(f"scope name {name!r} has an empty segment")
+        raise InvalidArgumentError(f"scope name {name!r} has an empty segment")
     try:
         name.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidEntryError(f"scope name cannot be encoded as UTF-8: {exc.reason}") from None
+        raise InvalidArgumentError(f"scope name cannot be encoded as UTF-8: {exc.reason}") from None
     return name
 
 
@@ -45,14 +47,14 @@ def join(base: str, name: str) -> str:
     """``name`` (relative, ``""`` for ``base`` itself) under ``base``, checked.
 
     Raises:
-        InvalidEntryError: the joined name is too long.
+        InvalidArgumentError: the joined name is too long.
 
     """
     if not name:
         return base
     joined = f"{base}/{name}" if base else name
     if len(joined) > MAX_LENGTH:
-        raise InvalidEntryError(f"scope {joined!r} is longer than {MAX_LENGTH} characters")
+        raise InvalidArgumentError(f"scope {joined!r} is longer than {MAX_LENGTH} characters")
     return joined
 
 

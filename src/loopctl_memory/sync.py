@@ -250,7 +250,7 @@ class SyncMemoryStore:
         store's thread and connections: closing it closes the store.
 
         Raises:
-            InvalidEntryError: ``name`` is not a non-empty ``/``-separated path of
+            InvalidArgumentError: ``name`` is not a non-empty ``/``-separated path of
                 at most 255 characters without empty segments.
 
         """
@@ -362,7 +362,7 @@ class SyncMemoryStore:
         the CLI shows it.
 
         Raises:
-            InvalidEntryError: ``prefix`` is empty, longer than an id or not hexadecimal.
+            InvalidArgumentError: ``prefix`` is empty, longer than an id or not hexadecimal.
 
         """
         return self._runner.run(self._store.ids_with_prefix(prefix, limit))
@@ -420,7 +420,7 @@ class SyncMemoryStore:
         Return how many were deleted.
 
         Raises:
-            InvalidEntryError: no condition is given and ``everything`` is not
+            InvalidArgumentError: no condition is given and ``everything`` is not
                 True, or a condition is not valid.
 
         """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from loopctl_memory.errors import InvalidEntryError
+from loopctl_memory.errors import InvalidArgumentError
 
 
 def check_now(now: object) -> datetime:
@@ -16,7 +16,7 @@ def check_now(now: object) -> datetime:
 
     """
     if not isinstance(now, datetime):
-        raise InvalidEntryError(f"now must be a datetime, not {type(now).__name__}")
+        raise InvalidArgumentError(f"now must be a datetime, not {type(now).__name__}")
     return aware_in_utc(now, "now")
 
 
@@ -28,11 +28,11 @@ def aware_in_utc(moment: datetime, what: str) -> datetime:
 
     """
     if moment.utcoffset() is None:
-        raise InvalidEntryError(f"{what} must be timezone-aware (UTC)")
+        raise InvalidArgumentError(f"{what} must be timezone-aware (UTC)")
     try:
         return moment.astimezone(UTC)
     except OverflowError:
-        raise InvalidEntryError(f"{what} {moment} is out of range in UTC") from None
+        raise InvalidArgumentError(f"{what} {moment} is out of range in UTC") from None
 
 
 def check_number(value: object, what: str) -> float:
@@ -45,7 +45,7 @@ def check_number(value: object, what: str) -> float:
 
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidEntryError(f"{what} must be a number, not {type(value).__name__}")
+        raise InvalidArgumentError(f"{what} must be a number, not {type(value).__name__}")
     try:
         return float(value)
     except OverflowError:  # an int beyond any float: out of every range as infinity is

@@ -19,7 +19,7 @@ from typing import Final
 
 from loopctl_memory.binary32 import f32
 from loopctl_memory.entry import ConsolidationStats, MemoryEntry
-from loopctl_memory.errors import InvalidEntryError
+from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.lifecycle.arguments import check_now, check_number
 from loopctl_memory.lifecycle.clustering import (
     Cluster,
@@ -66,7 +66,7 @@ class ConsolidationConfig:
     :meth:`normalized`), which can only make it do less.
 
     Raises:
-        InvalidEntryError: a field has the wrong type.
+        InvalidArgumentError: a field has the wrong type.
 
     """
 
@@ -81,9 +81,9 @@ class ConsolidationConfig:
         for name in ("decay", "merge", "prune_on_quality"):
             value = getattr(self, name)
             if type(value) is not bool:
-                raise InvalidEntryError(f"{name} must be a bool, not {type(value).__name__}")
+                raise InvalidArgumentError(f"{name} must be a bool, not {type(value).__name__}")
         if not isinstance(self.half_life, timedelta):
-            raise InvalidEntryError(
+            raise InvalidArgumentError(
                 f"half_life must be a timedelta, not {type(self.half_life).__name__}"
             )
         for name in ("merge_threshold", "prune_floor"):
@@ -159,12 +159,12 @@ def consolidate_entries(
     texts.
 
     Raises:
-        InvalidEntryError: ``config`` is not a ConsolidationConfig or ``now`` is
+        InvalidArgumentError: ``config`` is not a ConsolidationConfig or ``now`` is
             not a timezone-aware datetime.
 
     """
     if not isinstance(config, ConsolidationConfig):
-        raise InvalidEntryError(
+        raise InvalidArgumentError(
             f"config must be a ConsolidationConfig, not {type(config).__name__}"
         )
     now = check_now(now)

@@ -13,7 +13,7 @@ from typing import Final
 
 from loopctl_memory.binary32 import U16_MAX, as_secs_f32, exp32, f32, half_pow32, ln32
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
-from loopctl_memory.errors import InvalidEntryError
+from loopctl_memory.errors import InvalidArgumentError, InvalidEntryError
 from loopctl_memory.lifecycle.arguments import check_now
 
 _RELEVANCE_WEIGHT: Final = f32(0.45)
@@ -90,7 +90,7 @@ def half_life_in_seconds(half_life: timedelta) -> float:
 
     """
     if not isinstance(half_life, timedelta):
-        raise InvalidEntryError(f"half_life must be a timedelta, not {type(half_life).__name__}")
+        raise InvalidArgumentError(f"half_life must be a timedelta, not {type(half_life).__name__}")
     return max(as_secs_f32(half_life) if half_life > timedelta(0) else 0.0, 1.0)
 
 

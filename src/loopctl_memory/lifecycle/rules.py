@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from loopctl_memory.binary32 import INT64_MAX, WHITE_SPACE
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, validate_entry
-from loopctl_memory.errors import InvalidEntryError
+from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.lifecycle.arguments import aware_in_utc, check_now, check_number
 from loopctl_memory.scoring import split_whitespace
 
@@ -108,14 +108,14 @@ def _cutoff(older_than: object, now: datetime) -> datetime:
     """The instant an ``older_than`` argument of ``forget`` stands for, in UTC."""
     if isinstance(older_than, timedelta):
         if older_than < timedelta(0):
-            raise InvalidEntryError(f"older_than must not be negative, got {older_than}")
+            raise InvalidArgumentError(f"older_than must not be negative, got {older_than}")
         try:
             return now - older_than
         except OverflowError:  # older than any representable time: nothing is
             return _BEFORE_EVERYTHING
     if isinstance(older_than, datetime):
         return aware_in_utc(older_than, "older_than")
-    raise InvalidEntryError(
+    raise InvalidArgumentError(
         f"older_than must be a datetime or a timedelta, not {type(older_than).__name__}"
     )
 
@@ -176,7 +176,7 @@ def forget_rule(
     """
     now = check_now(now)
     if type(everything) is not bool:
-        raise InvalidEntryError(f"everything must be a bool, not {type(everything).__name__}")
+        raise InvalidArgumentError(f"everything must be a bool, not {type(everything).__name__}")
     created_before = None if older_than is None else _cutoff(older_than, now)
     chosen: MemoryCategory | None = None
     if category is not None:
@@ -184,17 +184,17 @@ def forget_rule(
             chosen = MemoryCategory(category)
         except ValueError:
             known = ", ".join(member.value for member in MemoryCategory)
-            raise InvalidEntryError(
+            raise InvalidArgumentError(
                 f"unknown category {category!r}; expected one of {known}"
             ) from None
     limit: float | None = None
     if below is not None:
         limit = check_number(below, "below")
         if not math.isfinite(limit):
-            raise InvalidEntryError(f"below must be finite, got {limit}")
+            raise InvalidArgumentError(f"below must be finite, got {limit}")
     rule = ForgetRule(created_before, chosen, limit)
     if rule.is_everything and not everything:
-        raise InvalidEntryError(
+        raise InvalidArgumentError(
             "forget needs a condition (older_than, category or below), or everything=True"
         )
     return rule

@@ -156,7 +156,7 @@ async def insert_entries(
     Raises:
         DuplicateEntryError: two entries of the batch share an id (a clash with a
             stored entry surfaces from the database as the same error).
-        InvalidEntryError: a scope name joined to ``base`` is too long.
+        InvalidArgumentError: a scope name joined to ``base`` is too long.
 
     """
     if not batch.has_unique_ids():

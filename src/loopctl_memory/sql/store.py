@@ -119,7 +119,7 @@ class SqlMemoryStore:
         store's connections: close the store, not the view.
 
         Raises:
-            InvalidEntryError: ``name`` is not a non-empty ``/``-separated path of
+            InvalidArgumentError: ``name`` is not a non-empty ``/``-separated path of
                 at most 255 characters without empty segments.
 
         """
@@ -337,7 +337,7 @@ class SqlMemoryStore:
         the CLI shows it. A lookup of the unique id index.
 
         Raises:
-            InvalidEntryError: ``prefix`` is empty, longer than an id or not hexadecimal.
+            InvalidArgumentError: ``prefix`` is empty, longer than an id or not hexadecimal.
 
         """
         low, high = id_range(prefix)
@@ -451,7 +451,7 @@ class SqlMemoryStore:
         Return how many were deleted.
 
         Raises:
-            InvalidEntryError: no condition is given and ``everything`` is not
+            InvalidArgumentError: no condition is given and ``everything`` is not
                 True (emptying a store is said explicitly), or a condition is
                 not valid.
 
