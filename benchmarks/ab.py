@@ -173,6 +173,18 @@ def _row(what: str, base: Sequence[float], new: Sequence[float], *, rate: bool =
     return f"| {what} | {_ms(base)} | {_ms(new)} | p50 {p50:.2f}x, p95 {p95:.2f}x |"
 
 
+def _alternating(
+    builds: dict[str, Path], files: dict[str, Path], kind: str, count: int, rounds: int
+) -> dict[str, list[float]]:
+    """``kind`` measured ``rounds`` times with each build, the order reversed every round."""
+    found: dict[str, list[float]] = {name: [] for name in builds}
+    for turn in range(rounds):
+        for name in list(builds)[:: 1 if turn % 2 == 0 else -1]:
+            _log(f"{name}: {kind} on {files[name].name}, round {turn + 1}")
+            found[name] += _measure(builds[name], kind, files[name], count)
+    return found
+
+
 def run(revision: str, sizes: list[int], queries: int, stores: int, rounds: int) -> list[str]:
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="loopctl-ab-") as scratch:
@@ -185,35 +197,22 @@ def run(revision: str, sizes: list[int], queries: int, stores: int, rounds: int)
             for name in builds if size == sizes[0] else reversed(builds):
                 _log(f"{name}: store_many {label}")
                 rates[name] = _measure(builds[name], "store_many", files[name], size)
-            rows.append(
-                _row(f"`store_many`, {label} natural", rates["base"], rates["new"], rate=True)
-            )
-            timings: dict[str, list[float]] = {name: [] for name in builds}
-            for turn in range(rounds):
-                order = list(builds) if turn % 2 == 0 else list(reversed(builds))
-                for name in order:
-                    _log(f"{name}: retrieve {label}, round {turn + 1}")
-                    timings[name] += _measure(builds[name], "retrieve", files[name], queries)
-            rows.append(_row(f"`retrieve` p50 / p95 ms, {label}", timings["base"], timings["new"]))
+            measured = [
+                (f"`store_many`, {label} natural", rates),
+                (
+                    f"`retrieve` p50 / p95 ms, {label}",
+                    _alternating(builds, files, "retrieve", queries, rounds),
+                ),
+            ]
             if size == sizes[0]:
-                recalls: dict[str, list[float]] = {name: [] for name in builds}
-                for turn in range(rounds):
-                    order = list(builds) if turn % 2 == 0 else list(reversed(builds))
-                    for name in order:
-                        _log(f"{name}: MCP recall {label}, round {turn + 1}")
-                        recalls[name] += _measure(builds[name], "recall", files[name], queries)
-                rows.append(
-                    _row(f"MCP `recall` p50 / p95 ms, {label}", recalls["base"], recalls["new"])
-                )
-            singles: dict[str, list[float]] = {name: [] for name in builds}
-            for turn in range(rounds):
-                order = list(builds) if turn % 2 == 0 else list(reversed(builds))
-                for name in order:
-                    _log(f"{name}: single stores {label}, round {turn + 1}")
-                    singles[name] += _measure(builds[name], "single", files[name], stores)
-            rows.append(
-                _row(f"single `store` p50 / p95 ms, {label}", singles["base"], singles["new"])
-            )
+                recalls = _alternating(builds, files, "recall", queries, rounds)
+                measured.append((f"MCP `recall` p50 / p95 ms, {label}", recalls))
+            singles = _alternating(builds, files, "single", stores, rounds)
+            measured.append((f"single `store` p50 / p95 ms, {label}", singles))
+            rows += [
+                _row(what, found["base"], found["new"], rate=what.startswith("`store_many`"))
+                for what, found in measured
+            ]
     return rows
 
 
