@@ -64,12 +64,12 @@ async def consolidate_scope(
         if ids == planned.ids and planned.version == await repository.scope_version(
             connection, ids
         ):
-            return await write_pass(
+            return await _write_pass(
                 connection, planned.seqs, planned.entries, result, config, tuning=tuning
             )
         seqs, entries = await repository.entries_with_seqs(connection, ids)
         again = lifecycle.consolidate_entries(entries, config, now)
-        return await write_pass(connection, seqs, entries, again, config, tuning=tuning)
+        return await _write_pass(connection, seqs, entries, again, config, tuning=tuning)
 
     return await unit.run("consolidate", write, write=True)
 
@@ -84,7 +84,7 @@ class _Plan:
     entries: list[MemoryEntry]
 
 
-async def write_pass(
+async def _write_pass(
     connection: AsyncConnection,
     seqs: list[int],
     before: list[MemoryEntry],
