@@ -41,8 +41,13 @@ bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust, then sc
 	$(BIN)/python -m benchmarks.checks_bench --out benchmarks/RESULTS.md
 	$(BIN)/python -m benchmarks.space_bench --out benchmarks/RESULTS.md --single-stores 2000
 
+BASE ?= HEAD~1
+AB_ARGS ?=
+bench-ab: $(STAMP) ## A base revision against the working tree in one run (BASE=rev, AB_ARGS="--sizes 100k,1m"); writes its section of benchmarks/RESULTS.md
+	$(BIN)/python -m benchmarks.ab --base $(BASE) --out benchmarks/RESULTS.md $(AB_ARGS)
+
 format: $(STAMP) ## Format and auto-fix the code
 	$(BIN)/ruff format src tests benchmarks
 	$(BIN)/ruff check --fix src tests benchmarks
 
-.PHONY: help install lint test test-pg demo bench format
+.PHONY: help install lint test test-pg demo bench bench-ab format
