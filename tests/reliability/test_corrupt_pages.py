@@ -12,7 +12,10 @@ as the store's own last change.
 
 from __future__ import annotations
 
+import random
 import sqlite3
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,8 +25,20 @@ from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, open_store
 PAGE_SIZE = 8192  # a new file's page size (loopctl_memory.sql.backend.PAGE_SIZE)
 
 
-def _entries(count: int) -> list[MemoryEntry]:
-    return [MemoryEntry(MemoryCategory.FACT, f"entry {n} with a few words") for n in range(count)]
+# Fixed ids: with random ones, the id index's root page is rewritten (so lives in the log,
+# past the garbage) whenever the "before" entry happens to split a leaf, which random ids
+# do now and then. With these, the pages each write touches are the same on every run.
+def _ids(seed: str) -> Iterator[uuid.UUID]:
+    rng = random.Random(seed)
+    while True:
+        yield uuid.UUID(int=rng.getrandbits(128), version=4)
+
+
+def _entries(count: int, ids: Iterator[uuid.UUID]) -> list[MemoryEntry]:
+    return [
+        MemoryEntry(MemoryCategory.FACT, f"entry {n} with a few words", id=next(ids))
+        for n in range(count)
+    ]
 
 
 def _root_page(path: Path, name: str) -> int:
@@ -48,25 +63,31 @@ def _overwrite(path: Path, page: int) -> None:
 )
 async def test_a_write_over_a_page_overwritten_with_garbage_fails(tmp_path, name):
     path = tmp_path / "memory.db"
+    ids = _ids(f"corrupt-pages-{name}")
+
+    def fact(memory: str) -> MemoryEntry:
+        return MemoryEntry(MemoryCategory.FACT, memory, tags=["t"], id=next(ids))
+
     async with open_store(path) as store:
-        await store.store_many(_entries(5_000))
+        await store.store_many(_entries(5_000, ids))
     page = _root_page(path, name)
     async with open_store(path) as store:
-        await store.store(MemoryEntry(MemoryCategory.FACT, "before", tags=["t"]))
+        await store.store(fact("before"))
         assert 5_001 == await store.count()  # every page the writes touch is cached now
         _overwrite(path, page)
         with pytest.raises(StorageError, match="malformed"):
-            await store.store(MemoryEntry(MemoryCategory.FACT, "after", tags=["t"]))
+            await store.store(fact("after"))
         with pytest.raises(StorageError, match="malformed"):
-            await store.store_many([MemoryEntry(MemoryCategory.FACT, "after", tags=["t"])])
+            await store.store_many([fact("after")])
 
 
 async def test_a_write_after_an_unrelated_change_to_the_file_still_succeeds(tmp_path):
     """Another store's writes modify the file too: dropping the cache costs, never fails."""
     path = tmp_path / "memory.db"
     async with open_store(path) as store, open_store(path) as other:
-        await store.store_many(_entries(2_000))
+        ids = _ids("unrelated-change")
+        await store.store_many(_entries(2_000, ids))
         for n in range(3):
-            await other.store_many(_entries(500))
+            await other.store_many(_entries(500, ids))
             await store.store(MemoryEntry(MemoryCategory.FACT, f"single {n}"))
         assert 3_503 == await store.count()
