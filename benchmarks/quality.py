@@ -1,0 +1,308 @@
+"""Retrieval quality on LoCoMo: how often a ranking finds the turns that answer a question.
+
+LoCoMo (snap-research/locomo) holds long conversations and questions about
+them, each question with the ids of the turns that hold its answer (its
+evidence). Each turn is stored as one memory ``"Speaker: text"`` (category
+FACT, relevance 1.0, in order) in one scope per conversation of a store opened
+through the public API; each question of categories 1-4 (single-hop,
+multi-hop, temporal, open-domain) is asked with ``retrieve(question, 10)`` in
+its conversation's scope, once per ranking mode in :data:`STORE_RANKINGS`.
+
+- hit@k: the share of questions with an evidence turn among the first k answers.
+- recall@k: the mean share of a question's evidence turns among its first k answers.
+
+Evidence ids are taken as given; a question none of whose ids names a turn of
+its conversation cannot be found by any ranking and is left out (the count is
+reported). One more row does not use the store: ``bm25s`` itself (Lucene BM25,
+k1 0.9, b 0.4, over ``bm25s.tokenize`` tokens with its English stopwords and
+PyStemmer's English stemmer) on each conversation's same memory texts, its
+positive scores best first, ties in turn order: the ranking the store's BM25
+mode is held to.
+
+``--data`` reads the dev file ``../shared/eval/locomo-dev.json`` (``conversations``
+with ``turns`` and ``questions``) or LoCoMo's own ``locomo10.json`` (a list of
+samples whose ``conversation`` holds ``session_N`` lists of turns with
+``dia_id``, ``speaker`` and ``text``, and whose ``qa`` holds ``question``,
+``evidence`` and ``category``).
+
+    .venv/bin/python -m benchmarks.quality --data PATH [--out benchmarks/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+import Stemmer
+
+from benchmarks.lifecycle_bench import write_section
+from benchmarks.run import machine
+from loopctl_memory import MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
+
+LIMIT = 10
+"""Answers asked for per question: the largest k measured."""
+CATEGORIES = frozenset({1, 2, 3, 4})
+"""LoCoMo's single-hop, multi-hop, temporal and open-domain questions (5, adversarial, has
+no evidence to find)."""
+BM25_K1, BM25_B = 0.9, 0.4
+BEGIN, END = "<!-- quality: begin -->", "<!-- quality: end -->"
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of a conversation: its id (``"D1:3"``) and its memory text."""
+
+    id: str
+    memory: str
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question and the ids of the turns that answer it (those that name a turn)."""
+
+    text: str
+    evidence: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A conversation's turns in order, the questions asked of it, and how many were left out."""
+
+    name: str
+    turns: list[Turn]
+    questions: list[Question]
+    left_out: int
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """What a ranking found over a set of questions (shares in [0, 1])."""
+
+    hit_1: float
+    hit_5: float
+    hit_10: float
+    recall_5: float
+    recall_10: float
+    questions: int
+
+
+def hit(ranked: Sequence[str], evidence: frozenset[str], k: int) -> bool:
+    """Whether an evidence turn is among the first ``k`` of ``ranked`` (turn ids, best first)."""
+    return not evidence.isdisjoint(ranked[:k])
+
+
+def recall(ranked: Sequence[str], evidence: frozenset[str], k: int) -> float:
+    """The share of the (non-empty) ``evidence`` among the first ``k`` of ``ranked``."""
+    return len(evidence.intersection(ranked[:k])) / len(evidence)
+
+
+def measure(rankings: Sequence[Sequence[str]], questions: Sequence[Question]) -> Quality:
+    """The quality of ``rankings[i]``, the turn ids answered to ``questions[i]``, over all of them.
+
+    Raises:
+        ValueError: not one ranking per question, or no question.
+
+    """
+    if len(rankings) != len(questions) or not questions:
+        raise ValueError(f"{len(rankings)} rankings for {len(questions)} questions")
+    pairs = list(zip(rankings, questions, strict=True))
+
+    def mean(values: Sequence[float]) -> float:
+        return sum(values) / len(values)
+
+    return Quality(
+        hit_1=mean([hit(ranked, question.evidence, 1) for ranked, question in pairs]),
+        hit_5=mean([hit(ranked, question.evidence, 5) for ranked, question in pairs]),
+        hit_10=mean([hit(ranked, question.evidence, 10) for ranked, question in pairs]),
+        recall_5=mean([recall(ranked, question.evidence, 5) for ranked, question in pairs]),
+        recall_10=mean([recall(ranked, question.evidence, 10) for ranked, question in pairs]),
+        questions=len(pairs),
+    )
+
+
+def conversation(name: str, turns: list[Turn], qa: Sequence[dict[str, Any]]) -> Conversation:
+    """The conversation with its questions of :data:`CATEGORIES` that have an evidence turn."""
+    turn_ids = {turn.id for turn in turns}
+    asked = [item for item in qa if item.get("category") in CATEGORIES]
+    questions = [
+        Question(item["question"], frozenset(item.get("evidence", [])) & turn_ids) for item in asked
+    ]
+    answerable = [question for question in questions if question.evidence]
+    return Conversation(name, turns, answerable, len(questions) - len(answerable))
+
+
+def _memory(turn: dict[str, Any]) -> str:
+    return f"{turn['speaker']}: {turn['text']}"
+
+
+def _session_number(key: str) -> int | None:
+    found = re.fullmatch(r"session_(\d+)", key)
+    return int(found.group(1)) if found else None
+
+
+def _locomo10_conversation(sample: dict[str, Any]) -> Conversation:
+    sessions = sample["conversation"]
+    numbered = sorted(
+        (number, session)
+        for key, session in sessions.items()
+        if (number := _session_number(key)) is not None
+    )
+    turns = [Turn(turn["dia_id"], _memory(turn)) for _, session in numbered for turn in session]
+    return conversation(str(sample["sample_id"]), turns, sample["qa"])
+
+
+def load(path: Path) -> list[Conversation]:
+    """The conversations of a LoCoMo file: the dev file's form or ``locomo10.json``'s."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        return [
+            conversation(
+                str(item["conversation"]),
+                [Turn(turn["id"], _memory(turn)) for turn in item["turns"]],
+                item["questions"],
+            )
+            for item in data["conversations"]
+        ]
+    return [_locomo10_conversation(sample) for sample in data]
+
+
+Retrieve = Callable[[SqlMemoryStore, str, int], Awaitable[list[MemoryEntry]]]
+
+
+async def _reference(view: SqlMemoryStore, question: str, limit: int) -> list[MemoryEntry]:
+    return await view.retrieve(question, limit)
+
+
+STORE_RANKINGS: list[tuple[str, Retrieve]] = [("reference", _reference)]
+"""The store's ranking modes measured: a name, and how to ask a view with it."""
+
+
+async def store_rankings(
+    conversations: Sequence[Conversation], rankings: Sequence[tuple[str, Retrieve]]
+) -> dict[str, list[list[str]]]:
+    """Each ranking mode's answers (turn ids) to every question, conversation by conversation."""
+    answers: dict[str, list[list[str]]] = {name: [] for name, _ in rankings}
+    async with open_store(":memory:") as store:
+        for talk in conversations:
+            view = store.scope(talk.name)
+            entries = [
+                MemoryEntry(MemoryCategory.FACT, turn.memory, relevance=1.0) for turn in talk.turns
+            ]
+            await view.store_many(entries)
+            turn_of = {entry.id: turn.id for entry, turn in zip(entries, talk.turns, strict=True)}
+            for name, retrieve in rankings:
+                for question in talk.questions:
+                    found = await retrieve(view, question.text, LIMIT)
+                    answers[name].append([turn_of[entry.id] for entry in found])
+    return answers
+
+
+def bm25s_rankings(conversations: Sequence[Conversation]) -> list[list[str]]:
+    """``bm25s``'s answers (turn ids) to every question, one index per conversation."""
+    stemmer = Stemmer.Stemmer("english")
+
+    def tokens(texts: list[str]) -> list[list[str]]:
+        cut: list[list[str]] = bm25s.tokenize(
+            texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+        )
+        return cut
+
+    answers: list[list[str]] = []
+    for talk in conversations:
+        index = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
+        index.index(tokens([turn.memory for turn in talk.turns]), show_progress=False)
+        for query in tokens([question.text for question in talk.questions]):
+            if not query:  # bm25s cannot score an empty query; nothing matches it
+                answers.append([])
+                continue
+            scores = index.get_scores(query)
+            best_first = np.argsort(-scores, kind="stable")  # stable: ties in turn order
+            answers.append([talk.turns[i].id for i in best_first[:LIMIT] if scores[i] > 0])
+    return answers
+
+
+def table(rows: Sequence[tuple[str, Quality]]) -> list[str]:
+    """A markdown table: one row per ranking."""
+    lines = [
+        "| ranking | hit@1 | hit@5 | hit@10 | recall@5 | recall@10 | questions |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {name} | {q.hit_1:.3f} | {q.hit_5:.3f} | {q.hit_10:.3f} | {q.recall_5:.3f}"
+        f" | {q.recall_10:.3f} | {q.questions} |"
+        for name, q in rows
+    ]
+    return lines
+
+
+def section(
+    rows: Sequence[tuple[str, Quality]],
+    conversations: Sequence[Conversation],
+    data: Path,
+    command: str,
+) -> str:
+    """The RESULTS.md section: how it was measured, on what, and the table."""
+    turns = sum(len(talk.turns) for talk in conversations)
+    left_out = sum(talk.left_out for talk in conversations)
+    return "\n".join(
+        [
+            BEGIN,
+            "## Retrieval quality (LoCoMo)",
+            "",
+            f"- Command: `{command}`",
+            f"- Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+            f"- Machine: {machine()}",
+            f"- Data: `{data.name}` (LoCoMo, snap-research/locomo, CC BY-NC 4.0):"
+            f" {len(conversations)} conversations, {turns} turns; the questions of categories"
+            f" 1-4, less {left_out} whose evidence names no turn",
+            "",
+            *table(rows),
+            "",
+            'One memory `"Speaker: text"` per turn (relevance 1.0, in order), one scope per'
+            " conversation; each question asked with `retrieve(question, 10)` in its scope."
+            " hit@k: the share of questions with an evidence turn among the first k answers;"
+            " recall@k: the mean share of a question's evidence turns among them. The `bm25s`"
+            f" row is no store: `bm25s` itself (Lucene BM25, k1 {BM25_K1}, b {BM25_B}, its"
+            " English stopwords and PyStemmer's English stems) over the same texts, positive"
+            " scores only, ties in turn order.",
+            END,
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Measure every ranking on ``--data`` and print (and write) the section."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
+    parser.add_argument("--data", type=Path, required=True, help="locomo-dev.json or locomo10.json")
+    parser.add_argument("--out", type=Path, help="write the section into this markdown file")
+    args = parser.parse_args(argv)
+    conversations = load(args.data)
+    questions = [question for talk in conversations for question in talk.questions]
+    answers = asyncio.run(store_rankings(conversations, STORE_RANKINGS))
+    rows = [(f"`{name}`", measure(answers[name], questions)) for name, _ in STORE_RANKINGS]
+    rows.append(
+        (
+            f"`bm25s` k1 {BM25_K1}, b {BM25_B} (no store)",
+            measure(bm25s_rankings(conversations), questions),
+        )
+    )
+    command = " ".join(["python -m benchmarks.quality", *(argv or sys.argv[1:])])
+    text = section(rows, conversations, args.data, command)
+    print(text)
+    if args.out is not None:
+        write_section(args.out, text, BEGIN, END)
+        print(f"[quality] wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+r"""The BM25 tokens of a memory and of a query: the words BM25 counts, as ``bm25s`` cuts them.
+
+A text's tokens are exactly those of ``bm25s.tokenize(texts, stopwords="en",
+stemmer=Stemmer.Stemmer("english"))`` for that text, in its order of
+operations: the whole text lowercased (``str.lower``), its words found with
+the regular expression ``(?u)\b\w\w+\b``, the words of :data:`ENGLISH_STOPWORDS`
+dropped (compared before stemming), and each remaining word replaced by its
+Snowball English stem (PyStemmer). Repeated words give repeated tokens, in the
+order they appear in the text.
+
+A memory's document is its text followed by its tags. Cutting each part on
+its own gives the tokens of the parts joined by single spaces: a space is no
+word character, so no word runs across it, and no case-ignorable one, so it
+ends the context in which ``str.lower`` picks the Greek final sigma.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Iterable
+
+import Stemmer
+
+ENGLISH_STOPWORDS = frozenset(
+    # bm25s's STOPWORDS_EN (bm25s/stopwords.py, MIT licence; the list of Lucene's
+    # EnglishAnalyzer), which bm25s.tokenize removes for stopwords="en".
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    )
+)
+"""The lowercased words that are never tokens."""
+
+_WORD = re.compile(r"(?u)\b\w\w+\b")
+
+# Cache size: a natural vocabulary's common words stay in it; a store of rare words
+# (identifiers, hashes) cannot grow it without bound.
+_STEM_CACHE_SIZE = 1 << 17
+
+# PyStemmer's own cache is off: ours in front of it already answers every repeated word.
+_STEMMER = Stemmer.Stemmer("english", 0)
+# A Stemmer keeps state while it stems and must not be called from two threads at once.
+_STEMMER_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=_STEM_CACHE_SIZE)
+def _stem(word: str) -> str:
+    # Stemming one word costs far more than a cache hit, and the same words recur in
+    # every text: each distinct word is stemmed once while it stays in the cache.
+    with _STEMMER_LOCK:
+        return str(_STEMMER.stemWord(word))
+
+
+def query_tokens(text: str) -> list[str]:
+    """The BM25 tokens of ``text``, in order (repeats kept): ``bm25s.tokenize``'s for it."""
+    return [_stem(word) for word in _WORD.findall(text.lower()) if word not in ENGLISH_STOPWORDS]
+
+
+def document_tokens(memory: str, tags: Iterable[str]) -> list[str]:
+    """The BM25 tokens of a memory's document: those of ``memory``, then of each tag in order.
+
+    Equal to :func:`query_tokens` of ``memory`` and the tags joined by single spaces.
+    """
+    tokens = query_tokens(memory)
+    for tag in tags:
+        tokens += query_tokens(tag)
+    return tokens

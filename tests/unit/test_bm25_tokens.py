@@ -1,0 +1,106 @@
+"""The BM25 tokens, held to ``bm25s.tokenize`` itself (English stopwords, PyStemmer English)."""
+
+from __future__ import annotations
+
+import bm25s
+import pytest
+import Stemmer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopctl_memory.bm25_tokens import ENGLISH_STOPWORDS, document_tokens, query_tokens
+
+ORACLE_STEMMER = Stemmer.Stemmer("english")
+
+
+def oracle(texts: list[str]) -> list[list[str]]:
+    """bm25s's tokens of each text, as strings."""
+    tokens: list[list[str]] = bm25s.tokenize(
+        texts, stopwords="en", stemmer=ORACLE_STEMMER, return_ids=False, show_progress=False
+    )
+    return tokens
+
+
+# Words that stem, stopwords in any case, and characters that lowercasing or \w treat
+# specially: dotted capital I (lowercases to i + a combining dot), Greek capital sigma
+# (final or not), sharp s, a ligature, digits of other scripts, underscores.
+WORDS = [
+    "running",
+    "Runs",
+    "RUNNER",
+    "generously",
+    "caresses",
+    "ponies",
+    "The",
+    "THE",
+    "the",
+    "a",
+    "Is",
+    "not",
+    "with",
+    "their",
+    "x",
+    "İstanbul",
+    "ΟΔΟΣ",
+    "Σigma",
+    "straße",
+    "ﬁle",
+    "٣٤",
+    "snake_case",
+    "__init__",
+    "42",
+    "café",
+    "naïve",
+    "東京",
+]
+SEPARATORS = [" ", "  ", "\n", "\t", ".", ",", "-", "'", ":", "!?", "/", "(", ")", "\u00a0", ""]
+CHARACTERS = st.characters(
+    categories=("Lu", "Ll", "Lt", "Lo", "Mn", "Nd", "Pc", "Pd", "Po", "Zs", "Sm"),
+)
+
+
+def texts() -> st.SearchStrategy[str]:
+    piece = st.one_of(st.sampled_from(WORDS), st.text(CHARACTERS, max_size=8))
+    parts = st.lists(st.tuples(piece, st.sampled_from(SEPARATORS)), max_size=12)
+    return parts.map(lambda pairs: "".join(word + separator for word, separator in pairs))
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
+@given(st.lists(texts(), min_size=1, max_size=5))
+def test_query_tokens_are_bm25s_tokens(batch):
+    assert oracle(batch) == [query_tokens(text) for text in batch]
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@given(texts(), st.lists(texts(), max_size=4))
+def test_document_tokens_are_those_of_the_text_and_tags_joined_by_spaces(memory, tags):
+    assert oracle([" ".join([memory, *tags])]) == [document_tokens(memory, tags)]
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("", []),
+        ("a I x", []),  # one-letter words are no words
+        ("The cat is on the mat", ["cat", "mat"]),
+        ("Running runners RUN, ran; runs!", ["run", "runner", "run", "ran", "run"]),
+        ("caresses ponies generously", ["caress", "poni", "generous"]),
+        ("snake_case __init__ 42 x1", ["snake_cas", "__init__", "42", "x1"]),
+        ("THE The the NOT Not", []),
+        ("user's e-mail", ["user", "mail"]),
+    ],
+)
+def test_named_examples(text, tokens):
+    assert tokens == query_tokens(text)
+    assert [tokens] == oracle([text])
+
+
+def test_the_document_is_the_text_then_each_tag():
+    assert ["deploy", "friday", "op", "releas"] == document_tokens(
+        "Deploy on Friday", ["ops", "release"]
+    )
+    assert ["deploy"] == document_tokens("Deploy", [])
+
+
+def test_stopwords_are_bm25s_english_list():
+    assert ENGLISH_STOPWORDS == frozenset(bm25s.stopwords.STOPWORDS_EN)
