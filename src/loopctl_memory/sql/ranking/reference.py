@@ -70,6 +70,8 @@ def top_scored(
     if members is None:
         return _ranked(_scores(state, query, size), state.half[:size], limit, matched_only)
     universe = members.seqs
+    if not len(universe):
+        return []
     small = len(universe) <= state.tuning.small_scope
     if reader is not None and small and len(universe) * len(query.words) <= _TEXT_BUDGET:
         scores = _scores_of_texts(state, query, universe, state.texts(reader, universe))

@@ -256,6 +256,8 @@ class RankingState:
         wanted = self.scope_ids(scope)
         if wanted is None:
             return None
+        if not len(wanted):  # a scope that holds no entry: no pass over every entry
+            return Members(np.empty(0, np.int64), np.zeros(size, np.bool_))
         scope_of = self.scope_of[:size]
         mask = scope_of == wanted[0] if len(wanted) == 1 else np.isin(scope_of, wanted)
         return Members(np.flatnonzero(mask), mask)
