@@ -84,7 +84,8 @@ async def reset_postgres(url: str) -> None:
     async with open_store(url) as store, store.engine.begin() as connection:
         await connection.execute(
             text(
-                "TRUNCATE entries, tags, tokens, token_blocks, tag_values, tag_blocks, changes, "
+                "TRUNCATE entries, tags, tokens, token_blocks, tag_values, tag_blocks, words, "
+                "word_blocks, changes, "
                 "scopes RESTART IDENTITY CASCADE"
             )
         )

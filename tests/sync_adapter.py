@@ -68,21 +68,19 @@ class AsyncOverSync:
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         await asyncio.to_thread(self.sync.store_many, entries)
 
-    async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
-        return await asyncio.to_thread(self.sync.retrieve, query, limit)
+    async def retrieve(self, query: str, limit: int, **choices: Any) -> list[MemoryEntry]:
+        return await asyncio.to_thread(self.sync.retrieve, query, limit, **choices)
 
     async def retrieve_scored(
-        self, query: str, limit: int, *, matched_only: bool = False
+        self, query: str, limit: int, **choices: Any
     ) -> list[tuple[MemoryEntry, float]]:
-        return await asyncio.to_thread(
-            self.sync.retrieve_scored, query, limit, matched_only=matched_only
-        )
+        return await asyncio.to_thread(self.sync.retrieve_scored, query, limit, **choices)
 
     async def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
         return await asyncio.to_thread(self.sync.consolidate, config)
 
-    async def count(self) -> int:
-        return await asyncio.to_thread(self.sync.count)
+    async def count(self, **choices: Any) -> int:
+        return await asyncio.to_thread(self.sync.count, **choices)
 
     async def is_empty(self) -> bool:
         return await asyncio.to_thread(self.sync.is_empty)
@@ -105,8 +103,10 @@ class AsyncOverSync:
     async def scopes(self) -> list[tuple[str, int]]:
         return await asyncio.to_thread(self.sync.scopes)
 
-    async def iter_entries(self, batch_size: int = 1_000) -> AsyncIterator[MemoryEntry]:
-        entries = self.sync.iter_entries(batch_size)
+    async def iter_entries(
+        self, batch_size: int = 1_000, **choices: Any
+    ) -> AsyncIterator[MemoryEntry]:
+        entries = self.sync.iter_entries(batch_size, **choices)
         try:
             while (entry := await asyncio.to_thread(next, entries, _DONE)) is not _DONE:
                 assert isinstance(entry, MemoryEntry)

@@ -19,6 +19,7 @@ from loopctl_memory.errors import (
     StorageError,
     StoreClosedError,
 )
+from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.protocol import LoopMemory
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ __all__ = [
     "LoopMemoryError",
     "MemoryCategory",
     "MemoryEntry",
+    "MemoryFilter",
     "OpenOptions",
     "ReadOnlyStoreError",
     "SchemaError",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
-from loopctl_memory import lifecycle
+from loopctl_memory import bm25, lifecycle
 from loopctl_memory.binary32 import f32
+from loopctl_memory.bm25_tokens import document_tokens, query_tokens
 from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
@@ -18,12 +20,18 @@ from loopctl_memory.entry import (
     validate_query,
 )
 from loopctl_memory.errors import DuplicateEntryError, InvalidArgumentError
+from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, parse_query
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _document(memory: str, tags: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(document_tokens(memory, tags))
 
 
 def _check_config(config: object) -> ConsolidationConfig:
@@ -49,6 +57,9 @@ class InMemoryStore:
             returned entry the query matched (see :func:`lifecycle.access_matches`).
         clock: the current time (timezone-aware) for decay, access stamps and
             ``forget(older_than=timedelta)``; default ``datetime.now(UTC)``.
+        ranking: what :meth:`retrieve` ranks by when a call names none:
+            ``"reference"`` (loopctl 0.1.0, the default) or ``"bm25"``.
+        bm25_k1, bm25_b: BM25's parameters (see :mod:`loopctl_memory.bm25`).
 
     Example:
         >>> import asyncio
@@ -68,6 +79,9 @@ class InMemoryStore:
         consolidation: ConsolidationConfig | None = None,
         track_access: bool = False,
         clock: Callable[[], datetime] | None = None,
+        ranking: str = "reference",
+        bm25_k1: float = bm25.DEFAULT_K1,
+        bm25_b: float = bm25.DEFAULT_B,
     ) -> None:
         if type(track_access) is not bool:
             raise InvalidArgumentError(
@@ -79,6 +93,8 @@ class InMemoryStore:
             ConsolidationConfig() if consolidation is None else _check_config(consolidation)
         )
         self._track_access = track_access
+        self._ranking = bm25.check_ranking(ranking)
+        self._bm25 = bm25.Bm25Parameters(bm25_k1, bm25_b)
         self._clock: Callable[[], datetime] = _utc_now if clock is None else clock
         self._entries: list[MemoryEntry] = []
         self._ids: set[uuid.UUID] = set()
@@ -105,40 +121,76 @@ class InMemoryStore:
     def _now(self) -> datetime:
         return lifecycle.check_now(self._clock())
 
-    async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
-        """Score every entry as the reference does; return the best ``limit``, stably.
+    async def retrieve(
+        self,
+        query: str,
+        limit: int,
+        *,
+        ranking: str | None = None,
+        filter: MemoryFilter | None = None,
+    ) -> list[MemoryEntry]:
+        """Return the best ``limit`` entries by the ranking (the store's by default), stably.
 
-        With ``track_access``, each returned entry the query matched first has
-        its ``access_count`` raised by one (saturating at 2**63 - 1) and its
-        ``last_accessed`` moved to now (never back); it is returned so stamped.
+        Only the entries ``filter`` passes compete; it never changes BM25's
+        statistics. With ``track_access``, each returned entry the query
+        matched first has its ``access_count`` raised by one (saturating at
+        2**63 - 1) and its ``last_accessed`` moved to now (never back); it is
+        returned so stamped.
         """
-        return [entry for entry, _ in await self.retrieve_scored(query, limit)]
+        found = await self.retrieve_scored(query, limit, ranking=ranking, filter=filter)
+        return [entry for entry, _ in found]
 
     async def retrieve_scored(
-        self, query: str, limit: int, *, matched_only: bool = False
+        self,
+        query: str,
+        limit: int,
+        *,
+        ranking: str | None = None,
+        filter: MemoryFilter | None = None,
+        matched_only: bool = False,
     ) -> list[tuple[MemoryEntry, float]]:
-        """:meth:`retrieve` with each entry's reference score (its binary32 value, as a float).
+        """:meth:`retrieve` with each entry's score (reference: its binary32 value, as a float).
 
         With ``matched_only``, only the entries a word or a tag of the query
-        raised above their baseline score compete; the ranking among them is unchanged.
+        raised above their baseline score compete (BM25 returns only those
+        anyway); the ranking among them is unchanged.
         """
         validate_query(query, limit)
-        parsed = parse_query(query)
-        scored = [
-            (parsed.score_of(entry.relevance, entry.memory, entry.tags), entry)
-            for entry in self._entries
-        ]
-        if matched_only:
-            scored = [pair for pair in scored if pair[0] > baseline_score(pair[1].relevance)]
+        chosen = self._ranking if ranking is None else bm25.check_ranking(ranking)
+        passes = check_filter(filter)
+        if chosen == "bm25":
+            scored = self._bm25_scored(query)
+        else:
+            parsed = parse_query(query)
+            scored = [
+                (parsed.score_of(entry.relevance, entry.memory, entry.tags), entry)
+                for entry in self._entries
+            ]
+            if matched_only:
+                scored = [pair for pair in scored if pair[0] > baseline_score(pair[1].relevance)]
+        if passes is not None:
+            scored = [pair for pair in scored if passes.matches(pair[1])]
         scored.sort(key=lambda pair: pair[0], reverse=True)  # stable: ties keep insertion order
-        chosen = scored[:limit]
+        chosen_entries = scored[:limit]
         if self._track_access:
-            entries = [entry for _, entry in chosen]
-            matches = lifecycle.access_matches(query, entries)
+            entries = [entry for _, entry in chosen_entries]
+            matches = (
+                [True] * len(entries)
+                if chosen == "bm25"
+                else lifecycle.access_matches(query, entries)
+            )
             accessed = [entry for entry, matched in zip(entries, matches, strict=True) if matched]
             if accessed:  # the clock is read only when there is something to stamp
                 lifecycle.stamp_accessed(accessed, self._now())
-        return [(copy_entry(entry), score) for score, entry in chosen]
+        return [(copy_entry(entry), score) for score, entry in chosen_entries]
+
+    def _bm25_scored(self, query: str) -> list[tuple[float, MemoryEntry]]:
+        """The entries with a positive BM25 score, in insertion order, with it."""
+        documents = [_document(entry.memory, tuple(entry.tags)) for entry in self._entries]
+        scores = bm25.scores(query_tokens(query), documents, self._bm25)
+        return [
+            (score, entry) for score, entry in zip(scores, self._entries, strict=True) if score > 0
+        ]
 
     async def consolidate(
         self, config: ConsolidationConfig | None = None, *, vacuum: bool = False
@@ -170,9 +222,12 @@ class InMemoryStore:
             entries_before=before, entries_after=len(kept), pruned=before - len(kept)
         )
 
-    async def count(self) -> int:
-        """Return the number of entries."""
-        return len(self._entries)
+    async def count(self, *, filter: MemoryFilter | None = None) -> int:
+        """Return the number of entries (that ``filter`` passes)."""
+        passes = check_filter(filter)
+        if passes is None:
+            return len(self._entries)
+        return sum(1 for entry in self._entries if passes.matches(entry))
 
     async def is_empty(self) -> bool:
         """Return whether there are no entries."""
@@ -196,7 +251,12 @@ class InMemoryStore:
                 return True
         return False
 
-    async def iter_entries(self, batch_size: int = 1_000) -> AsyncIterator[MemoryEntry]:
+    async def iter_entries(
+        self,
+        batch_size: int = 1_000,
+        *,
+        filter: MemoryFilter | None = None,
+    ) -> AsyncIterator[MemoryEntry]:
         """Yield a copy of every entry in insertion order, as the SQL store's ``iter_entries``.
 
         The entries are those stored when iteration starts; ``batch_size`` is
@@ -208,8 +268,10 @@ class InMemoryStore:
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        passes = check_filter(filter)
         for entry in list(self._entries):
-            yield copy_entry(entry)
+            if passes is None or passes.matches(entry):
+                yield copy_entry(entry)
 
     async def update(
         self,
@@ -256,12 +318,14 @@ class InMemoryStore:
         older_than: datetime | timedelta | None = None,
         category: MemoryCategory | str | None = None,
         below: float | None = None,
+        filter: MemoryFilter | None = None,
         everything: bool = False,
     ) -> int:
         """Delete the entries that meet every condition given; return how many.
 
         ``older_than``: created before this time (or this long before now);
-        ``category``: of this category; ``below``: relevance below this.
+        ``category``: of this category; ``below``: relevance below this;
+        ``filter``: the entries it passes.
 
         Raises:
             InvalidArgumentError: no condition is given and ``everything`` is not
@@ -272,6 +336,7 @@ class InMemoryStore:
             older_than=older_than,
             category=category,
             below=below,
+            filter=filter,
             everything=everything,
             now=self._now(),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -150,6 +151,26 @@ def shared_prefix_length(one: str, other: str) -> int:
         (at for at, (a, b) in enumerate(zip(one, other, strict=False)) if a != b),
         min(len(one), len(other)),
     )
+
+
+async def shortest_id(
+    entry_id: uuid.UUID, ids_with_prefix: Callable[[str], Awaitable[list[uuid.UUID]]]
+) -> str:
+    """The fewest leading hex digits (at least 8) of ``entry_id`` that no other id found has.
+
+    ``ids_with_prefix`` finds (at least two of) the ids starting with a prefix.
+    Each further lookup skips to the first digit at which the ids found differ.
+    """
+    digits = validate_id(entry_id).hex
+    length = SHORT_ID_DIGITS
+    while length < len(digits):
+        others = [
+            other.hex for other in await ids_with_prefix(digits[:length]) if other != entry_id
+        ]
+        if not others:
+            break
+        length = max(length, *(shared_prefix_length(digits, other) for other in others)) + 1
+    return digits[:length]
 
 
 def _check_time(value: object, what: str = "created_at") -> None:

@@ -43,6 +43,7 @@ from typing import Any, TypeVar, Unpack
 
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import LoopMemoryError, StorageError
+from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.lifecycle import UNSET, ConsolidationConfig, Unset
 from loopctl_memory.sql.opening import OpenOptions
@@ -307,26 +308,45 @@ class SyncMemoryStore:
         """
         self._runner.run(self._store.store_flat(batch))
 
-    def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
-        """Return up to ``limit`` entries exactly as the reference ranks them.
+    def retrieve(
+        self,
+        query: str,
+        limit: int,
+        *,
+        ranking: str | None = None,
+        filter: MemoryFilter | None = None,
+    ) -> list[MemoryEntry]:
+        """Return up to ``limit`` entries, best first by ``ranking`` (default: the store's).
+
+        Only the entries ``filter`` passes compete. See
+        :meth:`loopctl_memory.SqlMemoryStore.retrieve`.
 
         Raises:
             InvalidEntryError: ``query`` is not a str or ``limit`` is not an int >= 0.
+            InvalidArgumentError: an unknown ranking, or ``filter`` is not a MemoryFilter.
             StorageError: the store is closed or the database failed.
 
         """
-        return self._runner.run(self._store.retrieve(query, limit))
+        return self._runner.run(self._store.retrieve(query, limit, ranking=ranking, filter=filter))
 
     def retrieve_scored(
-        self, query: str, limit: int, *, matched_only: bool = False
+        self,
+        query: str,
+        limit: int,
+        *,
+        ranking: str | None = None,
+        filter: MemoryFilter | None = None,
+        matched_only: bool = False,
     ) -> list[tuple[MemoryEntry, float]]:
-        """Like :meth:`retrieve`, each entry with the reference's score for ``query``.
+        """Like :meth:`retrieve`, each entry with its score for ``query``.
 
         ``matched_only``: leave out the entries that matched no query word or tag.
         See :meth:`loopctl_memory.SqlMemoryStore.retrieve_scored`.
         """
         return self._runner.run(
-            self._store.retrieve_scored(query, limit, matched_only=matched_only)
+            self._store.retrieve_scored(
+                query, limit, ranking=ranking, filter=filter, matched_only=matched_only
+            )
         )
 
     def consolidate(
@@ -341,9 +361,9 @@ class SyncMemoryStore:
         """
         return self._runner.run(self._store.consolidate(config, vacuum=vacuum))
 
-    def count(self) -> int:
-        """Return the number of entries the store (or view) reads."""
-        return self._runner.run(self._store.count())
+    def count(self, *, filter: MemoryFilter | None = None) -> int:
+        """Return the number of entries the store (or view) reads (that ``filter`` passes)."""
+        return self._runner.run(self._store.count(filter=filter))
 
     def is_empty(self) -> bool:
         """Return whether the store (or view) reads no entry."""
@@ -411,12 +431,14 @@ class SyncMemoryStore:
         older_than: datetime | timedelta | None = None,
         category: MemoryCategory | str | None = None,
         below: float | None = None,
+        filter: MemoryFilter | None = None,
         everything: bool = False,
     ) -> int:
         """Delete, in one transaction, the entries that meet every condition given.
 
         ``older_than``: created before this time (or this long before now);
-        ``category``: of this category; ``below``: relevance below this.
+        ``category``: of this category; ``below``: relevance below this;
+        ``filter``: the entries it passes.
         Return how many were deleted.
 
         Raises:
@@ -426,7 +448,11 @@ class SyncMemoryStore:
         """
         return self._runner.run(
             self._store.forget(
-                older_than=older_than, category=category, below=below, everything=everything
+                older_than=older_than,
+                category=category,
+                below=below,
+                filter=filter,
+                everything=everything,
             )
         )
 
@@ -434,20 +460,36 @@ class SyncMemoryStore:
         """(name, number of entries) of this scope and every scope below it, sorted by name."""
         return self._runner.run(self._store.scopes())
 
-    def iter_entries(self, batch_size: int = 1_000) -> Iterator[MemoryEntry]:
-        """Yield every entry the view reads in insertion order, ``batch_size`` at a time.
+    def iter_entries(
+        self,
+        batch_size: int = 1_000,
+        *,
+        filter: MemoryFilter | None = None,
+    ) -> Iterator[MemoryEntry]:
+        """Yield every entry the view reads (that ``filter`` passes) in insertion order.
+
+        ``batch_size`` at a time.
 
         Each batch is its own short read transaction, so the store stays usable
         (from this thread too) while you iterate. Closing the iterator early
         (``close()``, or leaving a ``for`` loop that owned it) releases it at
         once. One iterator belongs to one thread at a time.
         """
-        return _iterate(self._runner, lambda: self._store.iter_entries(batch_size), batch_size)
+        return _iterate(
+            self._runner, lambda: self._store.iter_entries(batch_size, filter=filter), batch_size
+        )
 
-    def iter_scoped_entries(self, batch_size: int = 1_000) -> Iterator[tuple[str, MemoryEntry]]:
+    def iter_scoped_entries(
+        self,
+        batch_size: int = 1_000,
+        *,
+        filter: MemoryFilter | None = None,
+    ) -> Iterator[tuple[str, MemoryEntry]]:
         """Like :meth:`iter_entries`, each entry with its scope relative to this view's."""
         return _iterate(
-            self._runner, lambda: self._store.iter_scoped_entries(batch_size), batch_size
+            self._runner,
+            lambda: self._store.iter_scoped_entries(batch_size, filter=filter),
+            batch_size,
         )
 
     def summary(self) -> Summary:

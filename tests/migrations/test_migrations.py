@@ -50,6 +50,8 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         "token_blocks",
         "tag_values",
         "tag_blocks",
+        "words",
+        "word_blocks",
         "changes",
         "scopes",
     } == tables

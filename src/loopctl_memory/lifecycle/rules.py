@@ -18,6 +18,7 @@ from typing import Any, Final
 from loopctl_memory.binary32 import INT64_MAX, WHITE_SPACE
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, validate_entry
 from loopctl_memory.errors import InvalidArgumentError
+from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.lifecycle.arguments import aware_in_utc, check_now, check_number
 from loopctl_memory.scoring import split_whitespace
 
@@ -136,11 +137,17 @@ class ForgetRule:
     created_before: datetime | None = None
     category: MemoryCategory | None = None
     below: float | None = None
+    filter: MemoryFilter | None = None
 
     @property
     def is_everything(self) -> bool:
         """Whether the rule has no condition, so it matches every entry."""
-        return self.created_before is None and self.category is None and self.below is None
+        return (
+            self.created_before is None
+            and self.category is None
+            and self.below is None
+            and self.filter is None
+        )
 
     def matches(self, entry: MemoryEntry) -> bool:
         """Whether ``entry`` meets every condition of the rule."""
@@ -148,15 +155,17 @@ class ForgetRule:
             (self.created_before is None or entry.created_at < self.created_before)
             and (self.category is None or entry.category == self.category)
             and (self.below is None or entry.relevance < self.below)
+            and (self.filter is None or self.filter.matches(entry))
         )
 
 
-def forget_rule(
+def forget_rule(  # noqa: PLR0917 - forget's own arguments
     older_than: datetime | timedelta | None,
     category: MemoryCategory | str | None,
     below: float | None,
     everything: bool,
     now: datetime,
+    filter: MemoryFilter | None = None,
 ) -> ForgetRule:
     """Check the arguments of ``forget`` and return the rule they describe.
 
@@ -165,6 +174,7 @@ def forget_rule(
             timedelta, counted back from ``now``); entries created before it match.
         category: a category (or its value); entries of it match.
         below: a finite number; entries with a lower relevance match.
+        filter: a MemoryFilter; the entries it passes match (an empty one is no condition).
         everything: must be True to forget with no condition at all; with
             conditions it changes nothing.
         now: the current time, timezone-aware.
@@ -192,9 +202,9 @@ def forget_rule(
         limit = check_number(below, "below")
         if not math.isfinite(limit):
             raise InvalidArgumentError(f"below must be finite, got {limit}")
-    rule = ForgetRule(created_before, chosen, limit)
+    rule = ForgetRule(created_before, chosen, limit, check_filter(filter))
     if rule.is_everything and not everything:
         raise InvalidArgumentError(
-            "forget needs a condition (older_than, category or below), or everything=True"
+            "forget needs a condition (older_than, category, below or filter), or everything=True"
         )
     return rule

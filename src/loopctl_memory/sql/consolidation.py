@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import lifecycle
 from loopctl_memory.entry import ConsolidationStats, MemoryEntry
+from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository
@@ -36,8 +37,17 @@ async def consolidate_scope(
 ) -> ConsolidationStats:
     """Run the pass ``config`` describes over the entries ``scope`` reads, in one write.
 
-    ``config`` is normalised; ``clock`` gives the time the pass decays to.
+    ``clock`` gives the time the pass decays to.
+
+    Raises:
+        InvalidArgumentError: ``config`` is not a ConsolidationConfig.
+
     """
+    if not isinstance(config, ConsolidationConfig):
+        raise InvalidArgumentError(
+            f"config must be a ConsolidationConfig, not {type(config).__name__}"
+        )
+    config = config.normalized()
     if config.is_reference:
 
         async def prune(connection: AsyncConnection) -> tuple[int, int]:

@@ -14,7 +14,10 @@ indexes it in the same transaction, so the tail stays small.
 
 Each block's postings are one row: its terms' ids, how many seqs each has,
 and the seqs, term after term; a process reads the blocks whole (see
-:mod:`loopctl_memory.sql.segments`). Postings of deleted entries stay behind:
+:mod:`loopctl_memory.sql.segments`). The same blocks hold BM25's word
+postings (:mod:`loopctl_memory.bm25_tokens`), each seq with how many times the
+entry's document holds the word: an entry's document length is the sum of
+its counts, so it needs no column of its own. Postings of deleted entries stay behind:
 retrieval knows which entries live, so they cost a little space and nothing
 else. Seqs are never given out twice (see ``write_position``).
 
@@ -26,12 +29,13 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Table, delete, func, select, update
 
 from loopctl_memory.binary32 import INT64_MAX
+from loopctl_memory.bm25_tokens import document_tokens
 from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import (
@@ -43,6 +47,8 @@ from loopctl_memory.sql.tables import (
     tags,
     token_blocks,
     tokens,
+    word_blocks,
+    words,
 )
 
 _TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
@@ -65,11 +71,40 @@ class TermTables:
     terms: Table
     term: str
     blocks: Table
+    counted: bool = False
+    """Whether each posting also holds a count (the blocks' ``counts`` column)."""
 
 
 TOKENS = TermTables(tokens, "token", token_blocks)
 TAG_VALUES = TermTables(tag_values, "value", tag_blocks)
-_ANALYZED = [table.name for table in (entries, tags, tokens, token_blocks, tag_values, tag_blocks)]
+WORDS = TermTables(words, "word", word_blocks, counted=True)
+_ANALYZED = [
+    table.name
+    for table in (entries, tags, tokens, token_blocks, tag_values, tag_blocks, words, word_blocks)
+]
+
+Postings = dict[str, list[int]]
+"""Term -> the seqs holding it, ascending."""
+Counts = dict[str, list[int]]
+"""Term -> how many times each of those seqs holds it."""
+
+
+def invert_words(
+    documents: Iterable[tuple[int, str, list[str]]], into: Postings, counts: Counts
+) -> None:
+    """Add each (seq, lowercase memory, lowercase tags)'s BM25 words, with their counts."""
+    for seq, memory, tags_lower in documents:
+        held: dict[str, int] = {}
+        for word in document_tokens(memory, tags_lower):
+            held[word] = held.get(word, 0) + 1
+        for word, times in held.items():
+            found = into.get(word)
+            if found is None:
+                into[word] = [seq]
+                counts[word] = [times]
+            else:
+                found.append(seq)
+                counts[word].append(times)
 
 
 def watermark(connection: Connection) -> int:
@@ -124,7 +159,7 @@ def rebuild(connection: Connection, *, row_entries: int) -> None:
     old words. Every process must then read its copy again (the caller raises
     the generation); the log it would have read is gone.
     """
-    for table in (token_blocks, tag_blocks, changes):
+    for table in (token_blocks, tag_blocks, word_blocks, changes):
         connection.execute(delete(table))
     connection.execute(update(index_state).values(indexed_through=0))
     index_tail(connection, row_entries=row_entries)
@@ -146,32 +181,48 @@ def index_tail(
     databases' limits on a value's size however large one write is.
     """
     start = watermark(connection)
-    by_token: dict[str, list[int]] = {}
-    by_tag: dict[str, list[int]] = {}
+    by_token: Postings = {}
+    by_tag: Postings = {}
+    documents: list[tuple[int, str, list[str]]] = []
     read_before = first_seq if fresh is not None else None
-    last = _read_back(connection, start, read_before, by_token, by_tag)
+    last = _read_back(connection, start, read_before, by_token, by_tag, documents)
     if fresh is not None and len(fresh):
         invert_tokens(
             ((first_seq + n, entry[3]) for n, entry in enumerate(fresh.entries)), by_token
         )
         invert_tags(((first_seq + tag[0], tag[3]) for tag in fresh.tags), by_tag)
+        fresh_tags: dict[int, list[str]] = {}
+        for tag in fresh.tags:
+            fresh_tags.setdefault(tag[0], []).append(tag[3])
+        documents.extend(
+            (first_seq + n, entry[3], fresh_tags.get(n, []))
+            for n, entry in enumerate(fresh.entries)
+        )
         last = first_seq + len(fresh) - 1
     if last == start:
         return
+    by_word: Postings = {}
+    word_counts: Counts = {}
+    invert_words(documents, by_word, word_counts)
     _add_postings(connection, TOKENS, start + 1, by_token, row_entries)
     _add_postings(connection, TAG_VALUES, start + 1, by_tag, row_entries)
+    _add_postings(connection, WORDS, start + 1, by_word, row_entries, word_counts)
     connection.execute(update(index_state).values(indexed_through=last))
     backend_of(connection).after_indexing(connection, _ANALYZED)
 
 
-def _read_back(
+def _read_back(  # noqa: PLR0917 - one caller, the ranges and the three outputs
     connection: Connection,
     after: int,
     before: int | None,
-    by_token: dict[str, list[int]],
-    by_tag: dict[str, list[int]],
+    by_token: Postings,
+    by_tag: Postings,
+    documents: list[tuple[int, str, list[str]]],
 ) -> int:
-    """Invert the stored entries with ``after < seq < before``; return the last seq read."""
+    """Invert the stored entries with ``after < seq < before``; return the last seq read.
+
+    Their (seq, lowercase memory, lowercase tags) go to ``documents``, for the word postings.
+    """
     if before is not None and before <= after + 1:
         return after
     backend = backend_of(connection)
@@ -182,7 +233,8 @@ def _read_back(
         backend.sql("SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq < ? ORDER BY seq"),
         (after, limit),
     ).all()
-    invert_tokens(((seq, decode(text)) for seq, text in rows), by_token)
+    texts = [(int(seq), decode(text)) for seq, text in rows]
+    invert_tokens(texts, by_token)
     tag_rows = connection.exec_driver_sql(
         backend.sql(
             "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq < ? "
@@ -190,20 +242,26 @@ def _read_back(
         ),
         (after, limit),
     )
-    invert_tags(((seq, decode(stored)) for seq, stored in tag_rows), by_tag)
+    tags_of: dict[int, list[str]] = {}
+    for seq, stored in tag_rows:
+        tags_of.setdefault(int(seq), []).append(decode(stored))
+    invert_tags(((seq, tag) for seq, held in tags_of.items() for tag in held), by_tag)
+    documents.extend((seq, text, tags_of.get(seq, [])) for seq, text in texts)
     return int(rows[-1][0]) if rows else after
 
 
-def _add_postings(
+def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are written
     connection: Connection,
     vocabulary: TermTables,
     block: int,
-    by_term: dict[str, list[int]],
+    by_term: Postings,
     row_entries: int,
+    held_counts: Counts | None = None,
 ) -> None:
     """Add one block's postings (ascending seqs by term), creating or counting the terms.
 
     A row for each ``row_entries`` seqs from ``block`` on, numbered by its first.
+    ``held_counts``: for a counted vocabulary, each posting's count.
     """
     if not by_term:
         return
@@ -231,26 +289,30 @@ def _add_postings(
         )
         ids.update((backend.decode(text), term_id) for text, term_id in found)
     row_entries = max(row_entries, 1)
-    rows: dict[int, list[tuple[int, list[int]]]] = {}
-    for term_id, seqs in sorted((ids[text], seqs) for text, seqs in by_term.items()):
+    rows: dict[int, list[tuple[int, list[int], list[int]]]] = {}
+    for term_id, text in sorted((ids[text], text) for text in by_term):
+        seqs = by_term[text]
+        held = held_counts[text] if held_counts is not None else seqs
         start = 0
         while start < len(seqs):
             row = block + (seqs[start] - block) // row_entries * row_entries
             end = bisect.bisect_left(seqs, row + row_entries, start)
-            rows.setdefault(row, []).append((term_id, seqs[start:end]))
+            rows.setdefault(row, []).append((term_id, seqs[start:end], held[start:end]))
             start = end
+    columns = "block, term_ids, lengths, seqs" + (", counts" if vocabulary.counted else "")
+    marks = ", ".join("?" * (5 if vocabulary.counted else 4))
     connection.exec_driver_sql(
         backend.sql(
-            f"INSERT INTO {vocabulary.blocks.name} (block, term_ids, lengths, seqs) "  # noqa: S608
-            "VALUES (?, ?, ?, ?)"
+            f"INSERT INTO {vocabulary.blocks.name} ({columns}) VALUES ({marks})"  # noqa: S608
         ),
         [
             (
                 row,
-                pack([term_id for term_id, _ in terms]),
-                pack([len(seqs) for _, seqs in terms]),
-                b"".join(pack(seqs) for _, seqs in terms),
+                pack([term_id for term_id, _, _ in terms]),
+                pack([len(seqs) for _, seqs, _ in terms]),
+                b"".join(pack(seqs) for _, seqs, _ in terms),
             )
+            + ((b"".join(pack(held) for _, _, held in terms),) if vocabulary.counted else ())
             for row, terms in sorted(rows.items())
         ],
     )

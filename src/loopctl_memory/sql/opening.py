@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from loopctl_memory import migrate
+from loopctl_memory.bm25 import DEFAULT_B, DEFAULT_K1, Bm25Parameters, check_ranking
 from loopctl_memory.errors import InvalidArgumentError, StorageError
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.sql.boundary import translate_errors
@@ -85,6 +86,9 @@ class OpenOptions(TypedDict, total=False):
     consolidation: ConsolidationConfig | None
     clock: Callable[[], datetime] | None
     read_only: bool
+    ranking: str
+    bm25_k1: float
+    bm25_b: float
 
 
 def open_store(
@@ -158,6 +162,8 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         raise InvalidArgumentError(
             f"consolidation must be a ConsolidationConfig, not {type(consolidation).__name__}"
         )
+    ranking = check_ranking(options.get("ranking", "reference"))
+    bm25 = Bm25Parameters(options.get("bm25_k1", DEFAULT_K1), options.get("bm25_b", DEFAULT_B))
     if read_only and track_access:
         raise InvalidArgumentError("track_access=True writes access stamps: not read_only")
     if read_only and resolved.is_memory:
@@ -189,6 +195,8 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         track_access=track_access,
         consolidation=consolidation,
         clock=options.get("clock"),
+        ranking=ranking,
+        bm25=bm25,
     )
     migrating = options.get("migrate", True)
     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -29,14 +28,14 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import scopes as scope_names
-from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import DuplicateEntryError
+from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, moment
-from loopctl_memory.lifecycle import ForgetRule, access_matches, check_now, stamp_accessed
+from loopctl_memory.lifecycle import ForgetRule
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import PRUNE_THRESHOLD
-from loopctl_memory.sql import index
+from loopctl_memory.sql import filtering, index
 from loopctl_memory.sql.backend import Reader, Statement, backend_of
 from loopctl_memory.sql.tables import (
     ENTRY_FIELDS,
@@ -216,11 +215,17 @@ async def remove(connection: AsyncConnection, condition: ColumnElement[bool]) ->
     return int(result.rowcount)
 
 
-async def count(connection: AsyncConnection, scope: ScopeIds = ScopeIds(None)) -> int:
-    """The number of entries the view reads."""
+async def count(
+    connection: AsyncConnection,
+    scope: ScopeIds = ScopeIds(None),
+    passes: MemoryFilter | None = None,
+) -> int:
+    """The number of entries the view reads (that ``passes`` passes)."""
     statement = select(func.count()).select_from(entries)
     if scope.read is not None:
         statement = statement.where(scope.condition())
+    if passes is not None:
+        statement = statement.where(filtering.condition(passes))
     return int((await connection.execute(statement)).scalar_one())
 
 
@@ -233,17 +238,22 @@ async def get_entry(
 
 
 async def page(
-    connection: AsyncConnection, scope: ScopeIds, *, after_seq: int, size: int
+    connection: AsyncConnection,
+    scope: ScopeIds,
+    *,
+    after_seq: int,
+    size: int,
+    passes: MemoryFilter | None = None,
 ) -> list[tuple[int, MemoryEntry, str]]:
     """Up to ``size`` entries of the view after insertion number ``after_seq``, in order.
 
-    Each with its seq and its scope's name.
+    Each with its seq and its scope's name; only those ``passes`` passes.
     """
     rows = (
         await connection.execute(
             select(*_ENTRY_COLUMNS, scopes.c.name.label("scope_name"))
             .select_from(entries.join(scopes, scopes.c.id == entries.c.scope_id))
-            .where(entries.c.seq > after_seq, scope.condition())
+            .where(entries.c.seq > after_seq, scope.condition(), filtering.condition(passes))
             .order_by(entries.c.seq)
             .limit(size)
         )
@@ -354,37 +364,6 @@ async def scope_version(connection: AsyncConnection, scope: ScopeIds) -> tuple[i
         )
     ).scalar_one()
     return (*(int(value) for value in counted), int(logged))
-
-
-_ACCESS_STAMP = (
-    "UPDATE entries SET access_count = CASE WHEN access_count < ? THEN access_count + 1"
-    " ELSE access_count END, last_accessed_us = CASE WHEN last_accessed_us IS NULL"
-    " OR last_accessed_us < ? THEN ? ELSE last_accessed_us END WHERE seq IN ({})"
-)
-
-
-def access_stamp(
-    query: str, seqs: Sequence[int], found: Sequence[MemoryEntry], now: datetime
-) -> Statement | None:
-    """The write recording an access, at ``now``, of each entry ``query`` matched; or None.
-
-    ``found`` are the entries a retrieval returns, at ``seqs``; those matched are
-    stamped as the write will leave them (one more access, last at ``now`` or
-    later). The statement (``?`` placeholders) and its arguments, for the caller to run.
-    """
-    matched = access_matches(query, found)
-    stamped = [seq for seq, hit in zip(seqs, matched, strict=True) if hit]
-    if not stamped:
-        return None
-    now = check_now(now)
-    stamp_accessed([entry for entry, hit in zip(found, matched, strict=True) if hit], now)
-    now_us = (now - EPOCH) // MICROSECOND
-    return _ACCESS_STAMP.format(", ".join("?" * len(stamped))), (
-        INT64_MAX,
-        now_us,
-        now_us,
-        *stamped,
-    )
 
 
 async def run_statement(connection: AsyncConnection, statement: Statement) -> None:
@@ -534,6 +513,8 @@ def forget_condition(rule: ForgetRule, scope: ScopeIds) -> ColumnElement[bool]:
         conditions.append(entries.c.category == str(rule.category))
     if rule.below is not None:
         conditions.append(entries.c.relevance < rule.below)
+    if rule.filter is not None:
+        conditions.append(filtering.condition(rule.filter))
     return and_(*conditions)
 
 

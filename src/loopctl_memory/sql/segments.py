@@ -19,6 +19,7 @@ from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.index import TermTables
 
 Ints = npt.NDArray[np.int64]
+Counts = npt.NDArray[np.int32]
 Seqs = npt.NDArray[np.signedinteger[Any]]
 """int32 while every seq fits (half the memory), else int64."""
 
@@ -46,6 +47,15 @@ class Segment:
     term_ids: Ints  # the terms with postings here, ascending
     starts: Ints  # term i's seqs are seqs[starts[i]:starts[i + 1]]
     seqs: Seqs
+    counts: Counts | None = None  # of a counted vocabulary: each posting's count
+
+    def run_of(self, term_id: int) -> tuple[Seqs, Counts] | None:
+        """The seqs holding one term of a counted vocabulary, and their counts; None if none."""
+        where = int(np.searchsorted(self.term_ids, term_id))
+        if where >= len(self.term_ids) or self.term_ids[where] != term_id or self.counts is None:
+            return None
+        low, high = self.starts[where], self.starts[where + 1]
+        return self.seqs[low:high], self.counts[low:high]
 
     def runs(self, term_ids: Ints) -> Runs:
         """Where the seqs of those of ``term_ids`` that the segment holds lie in ``seqs``."""
@@ -94,17 +104,22 @@ def load_segment(connection: Reader, tables: TermTables, after: int, through: in
     starts = np.concatenate(([0], np.cumsum(totals))).astype(np.int64)
     cursor = starts[:-1].copy()
     seqs: Seqs = np.empty(int(starts[-1]), seq_type(through))
+    tallies: Counts | None = np.empty(len(seqs), np.int32) if tables.counted else None
     everything = (
-        f"SELECT term_ids, lengths, seqs FROM {table} "  # noqa: S608
-        "WHERE block > ? AND block <= ? ORDER BY block"
+        f"SELECT term_ids, lengths, seqs{', counts' if tables.counted else ''} "  # noqa: S608
+        f"FROM {table} WHERE block > ? AND block <= ? ORDER BY block"
     )
     for rows in connection.chunks(everything, window, _BLOCKS_PER_FETCH):
-        for row_terms, lengths, blob in rows:
-            where = np.searchsorted(term_ids, np.frombuffer(row_terms, "<i8"))
-            run_lengths = np.frombuffer(lengths, "<i8").astype(np.int64)
-            seqs[_positions(cursor[where], run_lengths)] = np.frombuffer(blob, "<i8")
+        for row in rows:
+            where = np.searchsorted(term_ids, np.frombuffer(row[0], "<i8"))
+            run_lengths = np.frombuffer(row[1], "<i8").astype(np.int64)
+            places = _positions(cursor[where], run_lengths)
+            seqs[places] = np.frombuffer(row[2], "<i8")
+            if tallies is not None:
+                # A count above 2**31 - 1 would need a document of 2**31 words: none fits a row.
+                tallies[places] = np.frombuffer(row[3], "<i8")
             cursor[where] += run_lengths
-    return Segment(term_ids, starts, seqs)
+    return Segment(term_ids, starts, seqs, tallies)
 
 
 def _totals(ids: Ints, counts: Ints) -> tuple[Ints, Ints]:

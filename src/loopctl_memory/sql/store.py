@@ -21,27 +21,25 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from loopctl_memory import lifecycle, migrate
 from loopctl_memory import scopes as scope_names
+from loopctl_memory.bm25 import Bm25Parameters, check_ranking
 from loopctl_memory.entry import (
-    SHORT_ID_DIGITS,
     ConsolidationStats,
     MemoryCategory,
     MemoryEntry,
     Summary,
     check_entry,
     id_range,
-    shared_prefix_length,
+    shortest_id,
     validate_id,
     validate_query,
 )
 from loopctl_memory.errors import InvalidArgumentError, StorageError
+from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
-from loopctl_memory.scoring import parse_query
-from loopctl_memory.sql import index, repository
-from loopctl_memory.sql.backend import Reader, Statement
+from loopctl_memory.sql import index, repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
-from loopctl_memory.sql.ranking import reference
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.repository import ScopeIds
 from loopctl_memory.sql.tuning import Tuning
@@ -64,6 +62,8 @@ class _Shared:
     consolidation: ConsolidationConfig
     clock: Callable[[], datetime]
     ranking: RankingState
+    ranks_by: str  # the ranking retrieve uses when a call names none
+    bm25: Bm25Parameters
     # One retrieval at a time uses the copy, and opens its transaction only once it
     # holds the lock: the copy then only ever moves forward in time.
     ranking_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -98,6 +98,8 @@ class SqlMemoryStore:
         track_access: bool,
         consolidation: ConsolidationConfig,
         clock: Callable[[], datetime] | None,
+        ranking: str = "reference",
+        bm25: Bm25Parameters | None = None,
     ) -> SqlMemoryStore:
         """The root store over ``unit``, with options already checked (see ``open_store``)."""
         shared = _Shared(
@@ -107,6 +109,8 @@ class SqlMemoryStore:
             consolidation=consolidation,
             clock=clock or _utc_now,
             ranking=RankingState(tuning),  # this process's copy for retrieval
+            ranks_by=ranking,
+            bm25=bm25 or Bm25Parameters(),
         )
         return cls(shared, Scope())
 
@@ -201,51 +205,61 @@ class SqlMemoryStore:
         )
         shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
 
-    async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
-        """Return up to ``limit`` entries exactly as the reference ranks them.
+    async def retrieve(
+        self,
+        query: str,
+        limit: int,
+        *,
+        ranking: str | None = None,
+        filter: MemoryFilter | None = None,
+    ) -> list[MemoryEntry]:
+        """Return up to ``limit`` entries, best first by ``ranking`` (default: the store's).
+
+        ``"reference"`` ranks exactly as loopctl 0.1.0; ``"bm25"`` by Lucene
+        BM25 (:mod:`loopctl_memory.bm25`), only entries that share a word with
+        the query. Only the entries ``filter`` passes compete.
 
         Raises:
             InvalidEntryError: ``query`` is not a str or ``limit`` is not an int >= 0.
+            InvalidArgumentError: an unknown ranking, or ``filter`` is not a MemoryFilter.
 
         """
-        return [entry for entry, _ in await self.retrieve_scored(query, limit)]
+        found = await self.retrieve_scored(query, limit, ranking=ranking, filter=filter)
+        return [entry for entry, _ in found]
 
     async def retrieve_scored(
-        self, query: str, limit: int, *, matched_only: bool = False
+        self,
+        query: str,
+        limit: int,
+        *,
+        ranking: str | None = None,
+        filter: MemoryFilter | None = None,
+        matched_only: bool = False,
     ) -> list[tuple[MemoryEntry, float]]:
-        """:meth:`retrieve` with each entry's reference score (its binary32 value, as a float).
+        """:meth:`retrieve` with each entry's score (reference: its binary32 value, as a float).
 
         With ``matched_only``, only the entries a word or a tag of the query
         raised above their baseline score compete (the reference pads its answer
-        with unmatched entries); the ranking among them is unchanged.
-
-        Raises:
-            InvalidEntryError: ``query`` is not a str or ``limit`` is not an int >= 0.
-
+        with unmatched entries; BM25 never does); the ranking among them is
+        unchanged. Raises as :meth:`retrieve` does.
         """
         validate_query(query, limit)
-        parsed = parse_query(query)
-        shared, scope = self._shared, self._scope
-        ranking = shared.ranking
-        Answer = tuple[list[int], list[MemoryEntry], list[float]]  # noqa: N806
-
-        def answer(reader: Reader) -> Answer:
-            ranking.refresh(reader)
-            ranked = reference.top_scored(
-                ranking, parsed, limit, scope, reader, matched_only=matched_only
-            )
-            seqs = [seq for seq, _ in ranked]
-            return seqs, repository.entries_by_seq(reader, seqs), [score for _, score in ranked]
-
-        def stamp(answered: Answer) -> Statement | None:
-            seqs, found, _ = answered
-            return repository.access_stamp(query, seqs, found, shared.clock())
-
-        async with shared.ranking_lock:
-            _, found, scores = await self._unit.read(
-                "retrieve", answer, then_write=stamp if shared.track_access else None
-            )
-        return list(zip(found, scores, strict=True))
+        shared = self._shared
+        return await retrieval.retrieve_scored(
+            self._unit,
+            shared.ranking,
+            shared.ranking_lock,
+            retrieval.Request(
+                query,
+                limit,
+                self._scope,
+                ranking=shared.ranks_by if ranking is None else check_ranking(ranking),
+                parameters=shared.bm25,
+                passes=check_filter(filter),
+                matched_only=matched_only,
+            ),
+            clock=shared.clock if shared.track_access else None,
+        )
 
     async def consolidate(
         self, config: ConsolidationConfig | None = None, *, vacuum: bool = False
@@ -283,7 +297,14 @@ class SqlMemoryStore:
         """
         if type(vacuum) is not bool:
             raise InvalidArgumentError(f"vacuum must be a bool, not {type(vacuum).__name__}")
-        stats = await self._consolidate_pass(config)
+        shared = self._shared
+        stats = await consolidate_scope(
+            self._unit,
+            self._scope,
+            shared.consolidation if config is None else config,
+            clock=shared.clock,
+            tuning=shared.tuning,
+        )
         if (stats.pruned or stats.merged) and not vacuum:
             await self._unit.give_back_free_pages()
         if vacuum:
@@ -296,26 +317,12 @@ class SqlMemoryStore:
                 ) from exc
         return stats
 
-    async def _consolidate_pass(self, config: ConsolidationConfig | None) -> ConsolidationStats:
-        """:meth:`consolidate` without the vacuum."""
-        shared = self._shared
-        if config is None:
-            config = shared.consolidation
-        elif not isinstance(config, ConsolidationConfig):
-            raise InvalidArgumentError(
-                f"config must be a ConsolidationConfig, not {type(config).__name__}"
-            )
-        return await consolidate_scope(
-            self._unit,
-            self._scope,
-            config.normalized(),
-            clock=shared.clock,
-            tuning=shared.tuning,
+    async def count(self, *, filter: MemoryFilter | None = None) -> int:
+        """Return the number of entries the store (or view) reads (that ``filter`` passes)."""
+        passes = check_filter(filter)
+        return await self._in_scope(
+            "count", lambda c, ids: repository.count(c, ids, passes), write=False
         )
-
-    async def count(self) -> int:
-        """Return the number of entries the store (or view) reads."""
-        return await self._in_scope("count", repository.count, write=False)
 
     async def is_empty(self) -> bool:
         """Return whether no entry is stored."""
@@ -359,18 +366,7 @@ class SqlMemoryStore:
             InvalidEntryError: ``entry_id`` is not a ``uuid.UUID``.
 
         """
-        digits = validate_id(entry_id).hex
-        length = SHORT_ID_DIGITS
-        while length < len(digits):
-            others = [
-                other.hex
-                for other in await self.ids_with_prefix(digits[:length])
-                if other != entry_id
-            ]
-            if not others:
-                break
-            length = max(length, *(shared_prefix_length(digits, other) for other in others)) + 1
-        return digits[:length]
+        return await shortest_id(entry_id, self.ids_with_prefix)
 
     async def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
         """Which of ``ids`` are already stored, in any scope: ids are unique across the store.
@@ -442,12 +438,14 @@ class SqlMemoryStore:
         older_than: datetime | timedelta | None = None,
         category: MemoryCategory | str | None = None,
         below: float | None = None,
+        filter: MemoryFilter | None = None,
         everything: bool = False,
     ) -> int:
         """Delete, in one transaction, the entries that meet every condition given.
 
         ``older_than``: created before this time (or this long before now);
-        ``category``: of this category; ``below``: relevance below this.
+        ``category``: of this category; ``below``: relevance below this;
+        ``filter``: the entries it passes.
         Return how many were deleted.
 
         Raises:
@@ -460,6 +458,7 @@ class SqlMemoryStore:
             older_than=older_than,
             category=category,
             below=below,
+            filter=filter,
             everything=everything,
             now=self._shared.clock(),
         )
@@ -482,25 +481,37 @@ class SqlMemoryStore:
             "list scopes", lambda c: repository.scope_counts(c, scope), write=False
         )
 
-    async def iter_entries(self, batch_size: int = 1_000) -> AsyncIterator[MemoryEntry]:
-        """Yield every entry the view reads in insertion order, ``batch_size`` at a time.
+    async def iter_entries(
+        self,
+        batch_size: int = 1_000,
+        *,
+        filter: MemoryFilter | None = None,
+    ) -> AsyncIterator[MemoryEntry]:
+        """Yield every entry the view reads (that ``filter`` passes) in insertion order.
 
-        Each batch is its own short read transaction, so the store stays usable
-        while you iterate; an entry stored meanwhile may or may not be included.
+        ``batch_size`` at a time, each batch its own short read transaction, so
+        the store stays usable while you iterate; an entry stored meanwhile may
+        or may not be included.
         """
-        async for _, entry in self.iter_scoped_entries(batch_size):
+        async for _, entry in self.iter_scoped_entries(batch_size, filter=filter):
             yield entry
 
     async def iter_scoped_entries(
-        self, batch_size: int = 1_000
+        self,
+        batch_size: int = 1_000,
+        *,
+        filter: MemoryFilter | None = None,
     ) -> AsyncIterator[tuple[str, MemoryEntry]]:
         """Like :meth:`iter_entries`, each entry with its scope relative to this view's."""
         if batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
+        passes = check_filter(filter)
         after = 0
         base = self._scope.name
         while True:
-            read_page = functools.partial(repository.page, after_seq=after, size=batch_size)
+            read_page = functools.partial(
+                repository.page, after_seq=after, size=batch_size, passes=passes
+            )
             batch = await self._in_scope("export", read_page, write=False)
             for _, entry, name in batch:
                 yield scope_names.relative(base, name), entry

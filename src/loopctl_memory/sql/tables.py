@@ -169,3 +169,24 @@ def _vocabulary(name: str, term: str, what: str, blocks_name: str) -> tuple[Tabl
 
 tokens, token_blocks = _vocabulary("tokens", "token", "lowercase, no whitespace", "token_blocks")
 tag_values, tag_blocks = _vocabulary("tag_values", "value", "a whole lowercase tag", "tag_blocks")
+
+
+words = Table(
+    "words",
+    metadata,
+    Column("id", _Seq, primary_key=True, autoincrement=True),
+    Column("word", Utf8Text(), nullable=False, unique=True, comment="a BM25 token (a stem)"),
+    Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
+)
+"""BM25's terms (see :mod:`loopctl_memory.bm25_tokens`), each with an id for the postings."""
+
+word_blocks = Table(
+    "word_blocks",
+    metadata,
+    Column("block", BigInteger(), primary_key=True, autoincrement=False, comment="first seq"),
+    Column("term_ids", LargeBinary(), nullable=False, comment="ascending int64, little-endian"),
+    Column("lengths", LargeBinary(), nullable=False, comment="int64: each term's seq count"),
+    Column("seqs", LargeBinary(), nullable=False, comment="int64: each term's seqs, ascending"),
+    Column("counts", LargeBinary(), nullable=False, comment="int64: the term's count in each"),
+)
+"""The word postings of each indexed block: which entries hold each BM25 term, how often."""

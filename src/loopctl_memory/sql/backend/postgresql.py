@@ -124,7 +124,7 @@ class PostgresqlBackend(Backend):
                 "JOIN pg_namespace n ON n.oid = c.relnamespace "
                 "WHERE c.relkind = 'r' AND n.nspname = current_schema() "
                 "AND c.relname IN ('entries', 'tags', 'tokens', 'token_blocks', 'tag_values', "
-                "'tag_blocks', 'index_state', 'changes', 'alembic_version')"
+                "'tag_blocks', 'words', 'word_blocks', 'index_state', 'changes', 'alembic_version')"
             ).scalar_one()
         )
 

@@ -29,6 +29,7 @@ from loopctl_memory.binary32 import SCORE_RELEVANCE_WEIGHT
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import (
     Ints,
     Runs,
@@ -103,6 +104,7 @@ class RankingState:
         self._kept: OrderedDict[str, npt.NDArray[Any]] = OrderedDict()
         self._kept_bytes = 0
         self._loaded = False
+        self._words: WordIndex | None = None  # BM25's postings, read on first use
 
     # --- keeping current ---
 
@@ -137,6 +139,8 @@ class RankingState:
         if top > self.top:
             self._read_entries(connection, self.top, top)
             self.tail.read(connection, top)
+            if self._words is not None:
+                self._words.read_tail(connection, top)
             self.top = top
         # Last: an entry stored and rewritten since the last refresh may already be in a
         # block's postings (or the tail) under its first text.
@@ -207,6 +211,8 @@ class RankingState:
                 self.scope_of[seq] = scope_id
                 text, tags_lower = decode(memory_lower), tags.get(seq, [])
                 self.rewritten.rewrite(seq, text, tags_lower)
+                if self._words is not None:
+                    self._words.rewrite(seq, text, tags_lower)
                 if seq in self._texts:
                     self._texts[seq] = (text, tuple(tags_lower))
             gone = np.array([seq for seq in chunk if seq not in present], np.int64)
@@ -214,6 +220,8 @@ class RankingState:
             self.scope_of[gone] = -1
             for seq in gone:
                 self.rewritten.forget(int(seq))
+                if self._words is not None:
+                    self._words.forget(int(seq))
 
     def _read_scopes(self, connection: Reader, newest: int) -> None:
         decode = connection.backend.decode
@@ -265,6 +273,8 @@ class RankingState:
     def _add_blocks(self, connection: Reader, mark: int) -> None:
         self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))
         self.tag_segments.append(load_segment(connection, index.TAG_VALUES, self.mark, mark))
+        if self._words is not None:
+            self._words.add_blocks(connection, mark, max(self.top, mark))
         self.mark = mark
         self._read_terms(connection)  # terms are created only when blocks are indexed
         tail = TailIndex(mark)
@@ -282,6 +292,25 @@ class RankingState:
         )
 
     # --- looking up ---
+
+    def words(self, connection: Reader) -> WordIndex:
+        """BM25's word postings, as current as the rest (read from ``connection`` on first use)."""
+        if self._words is None:
+            words = WordIndex()
+            rewritten = self.rewritten.seqs()
+            texts = self.texts(connection, np.array(rewritten, np.int64)) if rewritten else []
+            documents = [
+                (seq, memory, list(tags))
+                for seq, (memory, tags) in zip(rewritten, texts, strict=True)
+            ]
+            with connection.backend.reading_once(connection):
+                words.load(connection, self.mark, self.top, documents)
+            self._words = words
+        return self._words
+
+    def live(self, size: int) -> Mask:
+        """Whether an entry lives at each seq below ``size``."""
+        return np.isfinite(self.half[:size])
 
     def word_entries(self, word: str) -> tuple[Seqs | Mask, bool]:
         """The indexed entries whose memory contains ``word``, and whether they are distinct.

@@ -7,10 +7,12 @@ reference's stable sort does.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
-Scores = npt.NDArray[np.float32]
+Scores = npt.NDArray[np.floating[Any]]
 
 
 def best(scores: Scores, limit: int) -> list[tuple[int, float]]:

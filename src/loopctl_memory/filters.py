@@ -1,0 +1,186 @@
+"""MemoryFilter: which entries an operation reads, by category, tags, time, validation, relevance.
+
+A filter is a conjunction: an entry passes when every condition given holds.
+It is checked once, when it is made, so a bad filter fails before any store
+is touched, with one :class:`~loopctl_memory.errors.InvalidArgumentError`.
+Every backend applies the same conditions (:meth:`MemoryFilter.matches` is
+their definition); a ranking only ever loses the entries a filter removes,
+its statistics (BM25's N, df, average length) stay those of the whole view.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from loopctl_memory.entry import MemoryCategory, MemoryEntry
+from loopctl_memory.errors import InvalidArgumentError
+
+
+def _categories(value: object) -> frozenset[MemoryCategory] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):  # one category given alone
+        value = [value]
+    if not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"categories must be a list of categories, not {value!r}")
+    chosen = set()
+    for item in value:
+        try:
+            chosen.add(MemoryCategory(item))
+        except ValueError:
+            names = ", ".join(category.value for category in MemoryCategory)
+            raise InvalidArgumentError(
+                f"unknown category {item!r} in the filter (one of {names})"
+            ) from None
+    if not chosen:
+        raise InvalidArgumentError("categories must name at least one category")
+    return frozenset(chosen)
+
+
+def _tags(value: object, what: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):  # one tag given alone
+        value = [value]
+    if not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"{what} must be a list of tags, not {value!r}")
+    given = list(value)
+    for tag in given:
+        if not isinstance(tag, str):
+            raise InvalidArgumentError(f"{what} must hold str tags, not {type(tag).__name__}")
+    if not given:
+        raise InvalidArgumentError(f"{what} must hold at least one tag")
+    # Whole tags, compared as Python's str.lower() of both sides (as tags are indexed).
+    return tuple(dict.fromkeys(tag.lower() for tag in given))
+
+
+def _moment(value: object, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidArgumentError(f"{what} must be a datetime, not {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise InvalidArgumentError(f"{what} must be timezone-aware, got the naive {value}")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidArgumentError(f"{what} {value} is out of range in UTC") from None
+
+
+def _relevance(value: object, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentError(f"{what} must be a number, not {type(value).__name__}")
+    number = float(value)
+    if math.isnan(number):
+        raise InvalidArgumentError(f"{what} must be a number, not NaN")
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Conditions on entries; each one given must hold (none given: every entry passes).
+
+    Args:
+        categories: the entry's category is one of these (categories or their values).
+        tags_any: the entry has a tag equal to one of these, ignoring case.
+        tags_all: the entry has a tag equal to each of these, ignoring case.
+        validated: the entry's ``validated`` flag is this.
+        created_after: the entry was created strictly after this (timezone-aware) time.
+        created_before: the entry was created strictly before this time.
+        min_relevance: the entry's relevance is at least this.
+        max_relevance: the entry's relevance is at most this.
+
+    Raises:
+        InvalidArgumentError: an unknown category, an empty list of categories
+            or tags, a naive datetime, a bound that is not a number, or bounds
+            that no entry can meet (``min_relevance`` above ``max_relevance``,
+            ``created_after`` not before ``created_before``).
+
+    Example:
+        >>> from datetime import UTC, datetime
+        >>> from loopctl_memory import MemoryFilter
+        >>> recent_errors = MemoryFilter(
+        ...     categories=["error_pattern"], created_after=datetime(2026, 1, 1, tzinfo=UTC)
+        ... )
+
+    """
+
+    categories: frozenset[MemoryCategory] | None = None
+    tags_any: tuple[str, ...] | None = None
+    tags_all: tuple[str, ...] | None = None
+    validated: bool | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    min_relevance: float | None = None
+    max_relevance: float | None = None
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__  # frozen: the checked values replace the given ones
+        put(self, "categories", _categories(self.categories))
+        put(self, "tags_any", _tags(self.tags_any, "tags_any"))
+        put(self, "tags_all", _tags(self.tags_all, "tags_all"))
+        if self.validated is not None and type(self.validated) is not bool:
+            raise InvalidArgumentError(
+                f"validated must be a bool or None, not {type(self.validated).__name__}"
+            )
+        after = _moment(self.created_after, "created_after")
+        before = _moment(self.created_before, "created_before")
+        if after is not None and before is not None and after >= before:
+            raise InvalidArgumentError(
+                f"created_after ({after.isoformat()}) must be before "
+                f"created_before ({before.isoformat()})"
+            )
+        put(self, "created_after", after)
+        put(self, "created_before", before)
+        low = _relevance(self.min_relevance, "min_relevance")
+        high = _relevance(self.max_relevance, "max_relevance")
+        if low is not None and high is not None and low > high:
+            raise InvalidArgumentError(
+                f"min_relevance ({low}) must not be above max_relevance ({high})"
+            )
+        put(self, "min_relevance", low)
+        put(self, "max_relevance", high)
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether no condition is given (every entry passes)."""
+        return self == MemoryFilter()
+
+    def matches(self, entry: MemoryEntry) -> bool:  # noqa: PLR0911 - one return a condition
+        """Whether ``entry`` meets every condition: the definition every backend follows."""
+        if self.categories is not None and MemoryCategory(entry.category) not in self.categories:
+            return False
+        if self.tags_any is not None or self.tags_all is not None:
+            held = {tag.lower() for tag in entry.tags}
+            if self.tags_any is not None and held.isdisjoint(self.tags_any):
+                return False
+            if self.tags_all is not None and not held.issuperset(self.tags_all):
+                return False
+        if self.validated is not None and entry.validated is not self.validated:
+            return False
+        if self.created_after is not None and not entry.created_at > self.created_after:
+            return False
+        if self.created_before is not None and not entry.created_at < self.created_before:
+            return False
+        if self.min_relevance is not None and not entry.relevance >= self.min_relevance:
+            return False
+        return self.max_relevance is None or entry.relevance <= self.max_relevance
+
+
+def check_filter(value: object) -> MemoryFilter | None:
+    """``value`` if it is a filter with a condition, None for no filter (None or empty).
+
+    Raises:
+        InvalidArgumentError: ``value`` is neither None nor a MemoryFilter.
+
+    """
+    if value is None:
+        return None
+    if not isinstance(value, MemoryFilter):
+        raise InvalidArgumentError(f"filter must be a MemoryFilter, not {type(value).__name__}")
+    return None if value.is_empty else value

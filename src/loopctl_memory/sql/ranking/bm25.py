@@ -1,0 +1,93 @@
+"""The BM25 ranking: Lucene's BM25 over the word postings, vectorised, exactly as defined.
+
+:mod:`loopctl_memory.bm25` defines the score and computes it in plain Python;
+this module performs the same binary64 operations in the same order on numpy
+arrays, so both give the same scores to the last bit. N, df and the average
+document length are those of the live entries of the scope; a filter only
+removes entries from competing. The work is proportional to the postings of
+the query's words (stopwords never reach them) plus, per distinct scope or
+change, one pass over the entries' lengths.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from loopctl_memory import bm25
+from loopctl_memory.bm25 import Bm25Parameters
+from loopctl_memory.scopes import Scope
+from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.ranking.state import Mask, RankingState
+from loopctl_memory.sql.ranking.topk import best
+from loopctl_memory.sql.segments import Ints
+
+Floats = npt.NDArray[np.float64]
+
+# Below this share of the entries, a query's candidates are scored apart; above, densely.
+_SPARSE = 8
+
+
+def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference ranker's
+    state: RankingState,
+    reader: Reader,
+    tokens: list[str],
+    limit: int,
+    scope: Scope,
+    parameters: Bm25Parameters,
+    allowed: Ints | None = None,
+) -> list[tuple[int, float]]:
+    """The seqs and BM25 scores of the best ``limit`` entries of ``scope``, best first.
+
+    Only entries with a positive score compete, and (when given) only those at
+    the ascending seqs ``allowed``; ties keep insertion order.
+    """
+    size = state.top + 1
+    if limit == 0 or size <= 1 or not tokens or (allowed is not None and not len(allowed)):
+        return []
+    words = state.words(reader)
+    members = state.members(scope, size)
+    universe: Mask = state.live(size)
+    if members is not None:
+        universe &= members.mask
+    documents = int(np.count_nonzero(universe))
+    if not documents:
+        return []
+    average = int(words.lengths[:size][universe].sum()) / documents
+    k1, b = parameters.k1, parameters.b
+    all_seqs: list[Ints] = []
+    all_scores: list[Floats] = []
+    for token, times in bm25.query_weights(tokens).items():
+        seqs, tf = words.postings(token)
+        inside = seqs < size
+        seqs, tf = seqs[inside], tf[inside]
+        competing = universe[seqs]
+        seqs, tf = seqs[competing], tf[competing]
+        if not len(seqs):
+            continue
+        weight = times * bm25.idf(documents, len(seqs))
+        dl = words.lengths[seqs].astype(np.float64)
+        # The operations of bm25.scores, in its order (no fused multiply-add in numpy).
+        norm = k1 * ((1.0 - b) + (b * dl) / average)
+        all_seqs.append(seqs)
+        all_scores.append(weight * (tf / (tf + norm)))
+    if not all_seqs:
+        return []
+    seqs = np.concatenate(all_seqs)
+    parts = np.concatenate(all_scores)
+    scores: Floats
+    if len(seqs) * _SPARSE < size:
+        candidates = np.unique(seqs)
+        # bincount adds each bin's weights in input order, from 0.0: as bm25.scores does.
+        where = np.searchsorted(candidates, seqs)
+        scores = np.asarray(np.bincount(where, parts, len(candidates)), np.float64)
+    else:
+        dense = np.asarray(np.bincount(seqs, parts, size), np.float64)
+        candidates = np.flatnonzero(dense > 0)
+        scores = dense[candidates]
+    if allowed is not None:
+        kept = np.isin(candidates, allowed, assume_unique=True)
+        candidates, scores = candidates[kept], scores[kept]
+    positive = scores > 0
+    candidates, scores = candidates[positive], scores[positive]
+    return [(int(candidates[n]), score) for n, score in best(scores, limit)]
