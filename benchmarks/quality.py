@@ -179,11 +179,16 @@ def load(path: Path) -> list[Conversation]:
 Retrieve = Callable[[SqlMemoryStore, str, int], Awaitable[list[MemoryEntry]]]
 
 
-async def _reference(view: SqlMemoryStore, question: str, limit: int) -> list[MemoryEntry]:
-    return await view.retrieve(question, limit)
+def _ranked_by(ranking: str) -> Retrieve:
+    async def retrieve(view: SqlMemoryStore, question: str, limit: int) -> list[MemoryEntry]:
+        return await view.retrieve(question, limit, ranking=ranking)
+
+    return retrieve
 
 
-STORE_RANKINGS: list[tuple[str, Retrieve]] = [("reference", _reference)]
+STORE_RANKINGS: list[tuple[str, Retrieve]] = [
+    (ranking, _ranked_by(ranking)) for ranking in ("reference", "bm25")
+]
 """The store's ranking modes measured: a name, and how to ask a view with it."""
 
 

@@ -25,13 +25,14 @@ from typing import Any
 import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
+from loopctl_memory.bm25 import RANKINGS
 from loopctl_memory.entry_json import entry_to_json
 from loopctl_memory.jsonl import import_jsonl
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import POSTGRES_URL_VARIABLE, SHARED_BACKENDS, reset_postgres
 
-WORDS = ["cache", "Retry", "glob", "a", "the", "ß", "tool", "x%"]
+WORDS = ["cache", "Retry", "glob", "a", "the", "ß", "tool", "x%", "caching", "retries", "Tools"]
 
 
 def _entry(rng: random.Random) -> MemoryEntry:
@@ -67,10 +68,15 @@ async def _target(backend: str, tmp_path: Path) -> str | Path:
 
 
 async def _same_answers(reader, reference, rng: random.Random) -> None:
+    """The same entries and scores as the reference store, in every ranking."""
     for query in ["", "a", "the cache", "retry glob x%", "ß tool", rng.choice(WORDS)]:
         for limit in (1, 5, 400):
-            expected = [e.id for e in await reference.retrieve(query, limit)]
-            assert expected == [e.id for e in await reader.retrieve(query, limit)], (query, limit)
+            for ranking in RANKINGS:
+                expected = await reference.retrieve_scored(query, limit, ranking=ranking)
+                found = await reader.retrieve_scored(query, limit, ranking=ranking)
+                assert [(e.id, score) for e, score in expected] == [
+                    (e.id, score) for e, score in found
+                ], (query, limit, ranking)
 
 
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
@@ -160,6 +166,10 @@ async def test_a_reader_sees_what_another_process_wrote(backend, tmp_path):
         child("delete")
         child("consolidate")  # prunes the 0.01 entry
         assert [e.memory for e in await reader.retrieve("zebra", 5)] == [
+            "child wrote zebra 0",
+            "child wrote zebra 2",
+        ]
+        assert [e.memory for e in await reader.retrieve("zebra child", 5, ranking="bm25")] == [
             "child wrote zebra 0",
             "child wrote zebra 2",
         ]
