@@ -18,12 +18,15 @@ from loopctl_memory import bm25
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.ranking.state import Mask, RankingState
+from loopctl_memory.sql.ranking.state import Members, RankingState
 from loopctl_memory.sql.ranking.topk import best
-from loopctl_memory.sql.segments import Ints
+from loopctl_memory.sql.ranking.words import WordIndex
+from loopctl_memory.sql.segments import Ints, distinct
 
 Floats = npt.NDArray[np.float64]
 
+# Scopes whose statistics are kept at once (a process serves a few agents' scopes).
+_STATISTICS_KEPT = 64
 # Below this share of the entries, a query's candidates are scored apart; above, densely.
 _SPARSE = 8
 
@@ -47,13 +50,9 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
         return []
     words = state.words(reader)
     members = state.members(scope, size)
-    universe: Mask = state.live(size)
-    if members is not None:
-        universe &= members.mask
-    documents = int(np.count_nonzero(universe))
+    documents, average = _statistics(state, words, scope, members, size)
     if not documents:
         return []
-    average = int(words.lengths[:size][universe].sum()) / documents
     k1, b = parameters.k1, parameters.b
     all_seqs: list[Ints] = []
     all_scores: list[Floats] = []
@@ -61,7 +60,9 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
         seqs, tf = words.postings(token)
         inside = seqs < size
         seqs, tf = seqs[inside], tf[inside]
-        competing = universe[seqs]
+        competing = np.isfinite(state.half[seqs])  # a live entry
+        if members is not None:
+            competing &= members.mask[seqs]
         seqs, tf = seqs[competing], tf[competing]
         if not len(seqs):
             continue
@@ -77,7 +78,7 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
     parts = np.concatenate(all_scores)
     scores: Floats
     if len(seqs) * _SPARSE < size:
-        candidates = np.unique(seqs)
+        candidates = distinct(seqs, size)
         # bincount adds each bin's weights in input order, from 0.0: as bm25.scores does.
         where = np.searchsorted(candidates, seqs)
         scores = np.asarray(np.bincount(where, parts, len(candidates)), np.float64)
@@ -91,3 +92,26 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
     positive = scores > 0
     candidates, scores = candidates[positive], scores[positive]
     return [(int(candidates[n]), score) for n, score in best(scores, limit)]
+
+
+def _statistics(
+    state: RankingState, words: WordIndex, scope: Scope, members: Members | None, size: int
+) -> tuple[int, float]:
+    """N and the average document length over the live entries of ``scope``.
+
+    Kept until the state moves (a new entry, change, block or generation): a
+    pass over every entry's length, not worth making at every query.
+    """
+    key = (state.top, state.change, state.mark, state.generation, scope)
+    known = words.statistics.get(key)
+    if known is None:
+        universe = state.live(size)
+        if members is not None:
+            universe &= members.mask
+        documents = int(np.count_nonzero(universe))
+        total = int(words.lengths[:size][universe].sum())
+        known = (documents, total / documents if documents else 0.0)
+        if len(words.statistics) >= _STATISTICS_KEPT:
+            words.statistics.clear()
+        words.statistics[key] = known
+    return known

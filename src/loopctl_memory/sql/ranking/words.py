@@ -53,6 +53,8 @@ class WordIndex:
         self._rewritten: dict[int, dict[str, int]] = {}
         self._rewritten_by_word: dict[str, set[int]] = {}
         self._stale: npt.NDArray[np.bool_] = np.zeros(1, np.bool_)
+        self.statistics: dict[object, tuple[int, float]] = {}
+        """BM25's N and average length by (state position, scope), for the ranker to keep."""
 
     # --- keeping current (called by the ranking state) ---
 
