@@ -1,4 +1,4 @@
-"""InMemoryStore: the reference port, a list in process memory, no database."""
+"""InMemoryStore: the reference port, a list in process memory, no database; every ranking plainly."""
 
 from __future__ import annotations
 
@@ -47,7 +47,9 @@ class InMemoryStore:
 
     Entries live in a list in insertion order and are lost with the process.
     It validates input exactly as the SQL store does, so on valid input both
-    return the same entries in the same order.
+    return the same entries in the same order, in every ranking: BM25 here is
+    :func:`loopctl_memory.bm25.scores` over every entry, the plain definition
+    the SQL store's vectorised ranker is held to.
 
     Args:
         entries: entries to start with (validated and copied).
