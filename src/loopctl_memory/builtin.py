@@ -1,4 +1,4 @@
-"""InMemoryStore: the reference port, a list in process memory, no database; every ranking plainly."""
+"""InMemoryStore: the reference port in a list, no database; every ranking computed plainly."""
 
 from __future__ import annotations
 
