@@ -67,7 +67,13 @@ def upgrade() -> None:
             "seqs", sa.LargeBinary(), nullable=False, comment="int64: each term's seqs, ascending"
         ),
         sa.Column(
-            "counts", sa.LargeBinary(), nullable=False, comment="int64: the term's count in each"
+            "counts", sa.LargeBinary(), nullable=False, comment="int32: the term's count in each"
+        ),
+        sa.Column(
+            "document_lengths",
+            sa.LargeBinary(),
+            nullable=False,
+            comment="int32: the words of each seq's document, from block on",
         ),
         sa.PrimaryKeyConstraint("block", name=op.f("pk_word_blocks")),
     )
@@ -111,16 +117,20 @@ def _index_existing(bind: sa.Connection) -> None:
         ):
             tagged.setdefault(int(seq), []).append(tag)
         by_word: dict[str, tuple[list[int], list[int]]] = {}
+        lengths: dict[int, int] = {}
         for seq, memory in texts:
             held: dict[str, int] = {}
-            for word in _words(stemmer, [memory, *tagged.get(int(seq), [])]):
+            found = _words(stemmer, [memory, *tagged.get(int(seq), [])])
+            if found:
+                lengths[int(seq)] = len(found)
+            for word in found:
                 held[word] = held.get(word, 0) + 1
             for word, times in held.items():
                 found = by_word.setdefault(word, ([], []))
                 found[0].append(int(seq))
                 found[1].append(times)
         if by_word:
-            _write_row(bind, low, by_word, known)
+            _write_row(bind, low, by_word, known, lengths)
             for word, (seqs, _) in by_word.items():
                 totals[word] = totals.get(word, 0) + len(seqs)
     if totals:
@@ -169,28 +179,36 @@ def _write_row(
     block: int,
     by_word: dict[str, tuple[list[int], list[int]]],
     known: dict[str, int],
+    lengths: dict[int, int],
 ) -> None:
     _ids(bind, sorted(by_word), known)
+    last = max(lengths)
     ordered = sorted((known[word], word) for word in by_word)
     bind.execute(
         sa.text(
-            "INSERT INTO word_blocks (block, term_ids, lengths, seqs, counts) "
-            "VALUES (:block, :term_ids, :lengths, :seqs, :counts)"
+            "INSERT INTO word_blocks (block, term_ids, lengths, seqs, counts, document_lengths) "
+            "VALUES (:block, :term_ids, :lengths, :seqs, :counts, :document_lengths)"
         ).bindparams(
             sa.bindparam("term_ids", type_=sa.LargeBinary()),
             sa.bindparam("lengths", type_=sa.LargeBinary()),
             sa.bindparam("seqs", type_=sa.LargeBinary()),
             sa.bindparam("counts", type_=sa.LargeBinary()),
+            sa.bindparam("document_lengths", type_=sa.LargeBinary()),
         ),
         {
             "block": block,
             "term_ids": _pack([number for number, _ in ordered]),
             "lengths": _pack([len(by_word[word][0]) for _, word in ordered]),
             "seqs": b"".join(_pack(by_word[word][0]) for _, word in ordered),
-            "counts": b"".join(_pack(by_word[word][1]) for _, word in ordered),
+            "counts": b"".join(_pack32(by_word[word][1]) for _, word in ordered),
+            "document_lengths": _pack32([lengths.get(seq, 0) for seq in range(block, last + 1)]),
         },
     )
 
 
 def _pack(values: Sequence[int]) -> bytes:
     return struct.pack(f"<{len(values)}q", *values)
+
+
+def _pack32(values: Sequence[int]) -> bytes:
+    return struct.pack(f"<{len(values)}i", *values)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Table, delete, func, select, update
 
@@ -52,6 +52,16 @@ from loopctl_memory.sql.tables import (
 )
 
 _TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
+
+
+def pack32(values: Sequence[int]) -> bytes:
+    """Integers as little-endian int32s: how word counts and document lengths are stored.
+
+    Raises:
+        struct.error: a value does not fit in a signed 32-bit integer.
+
+    """
+    return struct.pack(f"<{len(values)}i", *values)
 
 
 def pack(values: Sequence[int]) -> bytes:
@@ -85,17 +95,28 @@ _ANALYZED = [
 
 Postings = dict[str, list[int]]
 """Term -> the seqs holding it, ascending."""
-Counts = dict[str, list[int]]
-"""Term -> how many times each of those seqs holds it."""
 
 
-def invert_words(
-    documents: Iterable[tuple[int, str, list[str]]], into: Postings, counts: Counts
-) -> None:
-    """Add each (seq, lowercase memory, lowercase tags)'s BM25 words, with their counts."""
+@dataclass(slots=True)
+class WordCounts:
+    """What word postings carry beyond their seqs: counts, and each document's length."""
+
+    counts: dict[str, list[int]] = field(default_factory=dict)
+    """Word -> how many times each seq of its postings holds it."""
+    lengths: dict[int, int] = field(default_factory=dict)
+    """Seq -> how many words its document has (those with none are left out)."""
+
+
+def invert_words(documents: Iterable[tuple[int, str, list[str]]], into: Postings) -> WordCounts:
+    """Add each (seq, lowercase memory, lowercase tags)'s BM25 words; return their counts."""
+    counted = WordCounts()
+    counts = counted.counts
     for seq, memory, tags_lower in documents:
+        tokens = document_tokens(memory, tags_lower)
+        if tokens:
+            counted.lengths[seq] = len(tokens)
         held: dict[str, int] = {}
-        for word in document_tokens(memory, tags_lower):
+        for word in tokens:
             held[word] = held.get(word, 0) + 1
         for word, times in held.items():
             found = into.get(word)
@@ -105,6 +126,7 @@ def invert_words(
             else:
                 found.append(seq)
                 counts[word].append(times)
+    return counted
 
 
 def watermark(connection: Connection) -> int:
@@ -202,8 +224,7 @@ def index_tail(
     if last == start:
         return
     by_word: Postings = {}
-    word_counts: Counts = {}
-    invert_words(documents, by_word, word_counts)
+    word_counts = invert_words(documents, by_word)
     _add_postings(connection, TOKENS, start + 1, by_token, row_entries)
     _add_postings(connection, TAG_VALUES, start + 1, by_tag, row_entries)
     _add_postings(connection, WORDS, start + 1, by_word, row_entries, word_counts)
@@ -256,12 +277,14 @@ def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are wr
     block: int,
     by_term: Postings,
     row_entries: int,
-    held_counts: Counts | None = None,
+    counted: WordCounts | None = None,
 ) -> None:
     """Add one block's postings (ascending seqs by term), creating or counting the terms.
 
     A row for each ``row_entries`` seqs from ``block`` on, numbered by its first.
-    ``held_counts``: for a counted vocabulary, each posting's count.
+    ``counted``: for a counted vocabulary, each posting's count and each
+    document's length (the row holds those of its seqs, from its first to the
+    last with a word).
     """
     if not by_term:
         return
@@ -292,15 +315,17 @@ def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are wr
     rows: dict[int, list[tuple[int, list[int], list[int]]]] = {}
     for term_id, text in sorted((ids[text], text) for text in by_term):
         seqs = by_term[text]
-        held = held_counts[text] if held_counts is not None else seqs
+        held = counted.counts[text] if counted is not None else seqs
         start = 0
         while start < len(seqs):
             row = block + (seqs[start] - block) // row_entries * row_entries
             end = bisect.bisect_left(seqs, row + row_entries, start)
             rows.setdefault(row, []).append((term_id, seqs[start:end], held[start:end]))
             start = end
-    columns = "block, term_ids, lengths, seqs" + (", counts" if vocabulary.counted else "")
-    marks = ", ".join("?" * (5 if vocabulary.counted else 4))
+    columns = "block, term_ids, lengths, seqs"
+    if counted is not None:
+        columns += ", counts, document_lengths"
+    marks = ", ".join("?" * (len(columns.split(", "))))
     connection.exec_driver_sql(
         backend.sql(
             f"INSERT INTO {vocabulary.blocks.name} ({columns}) VALUES ({marks})"  # noqa: S608
@@ -312,7 +337,19 @@ def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are wr
                 pack([len(seqs) for _, seqs, _ in terms]),
                 b"".join(pack(seqs) for _, seqs, _ in terms),
             )
-            + ((b"".join(pack(held) for _, _, held in terms),) if vocabulary.counted else ())
+            + (() if counted is None else _counts_and_lengths(counted, row, terms, row_entries))
             for row, terms in sorted(rows.items())
         ],
+    )
+
+
+def _counts_and_lengths(
+    counted: WordCounts, row: int, terms: list[tuple[int, list[int], list[int]]], row_entries: int
+) -> tuple[bytes, bytes]:
+    """A word row's counts, term after term, and the lengths of its seqs from ``row`` on."""
+    lengths = counted.lengths
+    last = max((seq for seq in range(row, row + row_entries) if seq in lengths), default=row - 1)
+    return (
+        b"".join(pack32(held) for _, _, held in terms),
+        pack32([lengths.get(seq, 0) for seq in range(row, last + 1)]),
     )

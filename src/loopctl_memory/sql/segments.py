@@ -19,11 +19,12 @@ from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.index import TermTables
 
 Ints = npt.NDArray[np.int64]
-Counts = npt.NDArray[np.int32]
+Counts = npt.NDArray[np.uint8] | npt.NDArray[np.int32]
 Seqs = npt.NDArray[np.signedinteger[Any]]
 """int32 while every seq fits (half the memory), else int64."""
 
 _PIECE = 1 << 20  # seqs marked at a time: bounds the index arrays a common word needs
+_BYTE = 255
 _BLOCKS_PER_FETCH = 4  # a row holds a whole block's postings (about tail_limit entries)
 
 
@@ -83,12 +84,20 @@ class Segment:
                 mask[self.seqs[_positions(first, lengths)]] = True
 
 
-def load_segment(connection: Reader, tables: TermTables, after: int, through: int) -> Segment:
+def load_segment(
+    connection: Reader,
+    tables: TermTables,
+    after: int,
+    through: int,
+    lengths_into: Ints | None = None,
+) -> Segment:
     """Read the postings of the blocks in ``(after, through]`` (a row a block), by term.
 
     Two passes: the rows' term ids and counts first, which size every term's
     run, then their seqs, each copied straight to its place. The rows never
-    all sit in memory, and the seqs are held once.
+    all sit in memory, and the seqs are held once. Of a counted vocabulary,
+    each posting's count comes too, and each document's length is written to
+    ``lengths_into`` (by seq).
     """
     window = (after, through)
     table = tables.blocks.name
@@ -104,9 +113,11 @@ def load_segment(connection: Reader, tables: TermTables, after: int, through: in
     starts = np.concatenate(([0], np.cumsum(totals))).astype(np.int64)
     cursor = starts[:-1].copy()
     seqs: Seqs = np.empty(int(starts[-1]), seq_type(through))
-    tallies: Counts | None = np.empty(len(seqs), np.int32) if tables.counted else None
+    # Most counts are small: a byte each, widened the first time one is not.
+    tallies: Counts | None = np.empty(len(seqs), np.uint8) if tables.counted else None
+    extra = ", counts, document_lengths, block" if tables.counted else ""
     everything = (
-        f"SELECT term_ids, lengths, seqs{', counts' if tables.counted else ''} "  # noqa: S608
+        f"SELECT term_ids, lengths, seqs{extra} "  # noqa: S608
         f"FROM {table} WHERE block > ? AND block <= ? ORDER BY block"
     )
     for rows in connection.chunks(everything, window, _BLOCKS_PER_FETCH):
@@ -116,8 +127,13 @@ def load_segment(connection: Reader, tables: TermTables, after: int, through: in
             places = _positions(cursor[where], run_lengths)
             seqs[places] = np.frombuffer(row[2], "<i8")
             if tallies is not None:
-                # A count above 2**31 - 1 would need a document of 2**31 words: none fits a row.
-                tallies[places] = np.frombuffer(row[3], "<i8")
+                held = np.frombuffer(row[3], "<i4")
+                if len(held) and tallies.dtype == np.uint8 and held.max() > _BYTE:
+                    tallies = tallies.astype(np.int32)
+                tallies[places] = held
+                if lengths_into is not None:
+                    documents = np.frombuffer(row[4], "<i4")
+                    lengths_into[row[5] : row[5] + len(documents)] = documents
             cursor[where] += run_lengths
     return Segment(term_ids, starts, seqs, tallies)
 

@@ -187,6 +187,12 @@ word_blocks = Table(
     Column("term_ids", LargeBinary(), nullable=False, comment="ascending int64, little-endian"),
     Column("lengths", LargeBinary(), nullable=False, comment="int64: each term's seq count"),
     Column("seqs", LargeBinary(), nullable=False, comment="int64: each term's seqs, ascending"),
-    Column("counts", LargeBinary(), nullable=False, comment="int64: the term's count in each"),
+    Column("counts", LargeBinary(), nullable=False, comment="int32: the term's count in each"),
+    Column(
+        "document_lengths",
+        LargeBinary(),
+        nullable=False,
+        comment="int32: the words of each seq's document, from block on",
+    ),
 )
 """The word postings of each indexed block: which entries hold each BM25 term, how often."""

@@ -69,12 +69,9 @@ class WordIndex:
         """Read the blocks newly indexed up to ``mark``; read the tail above it again."""
         self._grow(max(top, mark))
         self._read_ids(connection)
-        segment = load_segment(connection, index.WORDS, self.mark, mark)
         lengths = self.lengths
         lengths[self.mark + 1 : self._tail_through + 1] = 0  # the old tail's, now in the blocks
-        if segment.counts is not None and len(segment.seqs):
-            added = np.bincount(segment.seqs, weights=segment.counts, minlength=len(lengths))
-            lengths += added.astype(np.int64)
+        segment = load_segment(connection, index.WORDS, self.mark, mark, lengths_into=lengths)
         self._segments.append(segment)
         self.mark = mark
         self._tail = {}
