@@ -16,7 +16,6 @@ ends the context in which ``str.lower`` picks the Greek final sigma.
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 from collections.abc import Iterable
@@ -66,35 +65,45 @@ ENGLISH_STOPWORDS = frozenset(
 
 _WORD = re.compile(r"(?u)\b\w\w+\b")
 
-# Cache size: a natural vocabulary's common words stay in it; a store of rare words
-# (identifiers, hashes) cannot grow it without bound.
+# Stems kept: a natural vocabulary's words all stay; a store of rare words (identifiers,
+# hashes) empties the cache now and then instead of growing it without bound.
 _STEM_CACHE_SIZE = 1 << 17
 
-# PyStemmer's own cache is off: ours in front of it already answers every repeated word.
+# PyStemmer's own cache is off: ours in front of it answers every repeated word first.
 _STEMMER = Stemmer.Stemmer("english", 0)
 # A Stemmer keeps state while it stems and must not be called from two threads at once.
 _STEMMER_LOCK = threading.Lock()
+# Word -> stem. A plain dict: a hit is one lookup inline, the cost that matters when
+# every stored entry is cut into words. Single dict operations are atomic.
+_STEMS: dict[str, str] = {}
 
 
-@functools.lru_cache(maxsize=_STEM_CACHE_SIZE)
 def _stem(word: str) -> str:
-    # Stemming one word costs far more than a cache hit, and the same words recur in
-    # every text: each distinct word is stemmed once while it stays in the cache.
     with _STEMMER_LOCK:
-        return str(_STEMMER.stemWord(word))
+        stem = str(_STEMMER.stemWord(word))
+    if len(_STEMS) >= _STEM_CACHE_SIZE:
+        _STEMS.clear()
+    _STEMS[word] = stem
+    return stem
 
 
 def query_tokens(text: str) -> list[str]:
     """The BM25 tokens of ``text``, in order (repeats kept): ``bm25s.tokenize``'s for it."""
-    return [_stem(word) for word in _WORD.findall(text.lower()) if word not in ENGLISH_STOPWORDS]
+    stems, stopwords = _STEMS, ENGLISH_STOPWORDS
+    tokens = []
+    for word in _WORD.findall(text.lower()):
+        if word not in stopwords:
+            stem = stems.get(word)
+            tokens.append(_stem(word) if stem is None else stem)
+    return tokens
 
 
 def document_tokens(memory: str, tags: Iterable[str]) -> list[str]:
     """The BM25 tokens of a memory's document: those of ``memory``, then of each tag in order.
 
-    Equal to :func:`query_tokens` of ``memory`` and the tags joined by single spaces.
+    Equal to :func:`query_tokens` of ``memory`` and the tags joined by single spaces,
+    which is how they are cut.
     """
-    tokens = query_tokens(memory)
-    for tag in tags:
-        tokens += query_tokens(tag)
-    return tokens
+    if not isinstance(tags, list | tuple):
+        tags = list(tags)
+    return query_tokens(" ".join((memory, *tags)) if tags else memory)

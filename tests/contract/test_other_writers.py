@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
+from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, MemoryFilter, open_store
 from loopctl_memory.bm25 import RANKINGS
 from loopctl_memory.entry_json import entry_to_json
 from loopctl_memory.jsonl import import_jsonl
@@ -67,16 +67,27 @@ async def _target(backend: str, tmp_path: Path) -> str | Path:
     return url
 
 
+FILTERS = [
+    None,
+    MemoryFilter(tags_any=["cache", "RETRY"]),
+    MemoryFilter(tags_all=["the"], validated=False),
+    MemoryFilter(categories=["fact", "insight", "working"], min_relevance=0.3),
+]
+
+
 async def _same_answers(reader, reference, rng: random.Random) -> None:
-    """The same entries and scores as the reference store, in every ranking."""
+    """The same entries and scores as the reference store, in every ranking, filtered or not."""
     for query in ["", "a", "the cache", "retry glob x%", "ß tool", rng.choice(WORDS)]:
         for limit in (1, 5, 400):
             for ranking in RANKINGS:
-                expected = await reference.retrieve_scored(query, limit, ranking=ranking)
-                found = await reader.retrieve_scored(query, limit, ranking=ranking)
+                passes = rng.choice(FILTERS)
+                expected = await reference.retrieve_scored(
+                    query, limit, ranking=ranking, filter=passes
+                )
+                found = await reader.retrieve_scored(query, limit, ranking=ranking, filter=passes)
                 assert [(e.id, score) for e, score in expected] == [
                     (e.id, score) for e, score in found
-                ], (query, limit, ranking)
+                ], (query, limit, ranking, passes)
 
 
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)

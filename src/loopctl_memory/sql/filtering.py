@@ -1,16 +1,15 @@
-"""A MemoryFilter in SQL: as a SQLAlchemy condition, and as the seqs of the entries it passes.
+"""A MemoryFilter applied: as a SQL condition, and as a mask over the ranking state's copy.
 
 The two forms state the same conditions as :meth:`MemoryFilter.matches`:
 the condition serves the operations written with SQLAlchemy Core (count,
-iteration, forget); the seqs serve ranking, read through the driver in the
-retrieval's own transaction. Tags compare as stored ``tag_lower`` (Python's
-``str.lower()`` of the tag) with the filter's lowercased tags; times as
-microseconds since the epoch, as they are stored.
+iteration, forget); the mask serves ranking, from the columns and tag
+postings the ranking state keeps, so a filtered retrieval costs a few
+vectorised passes, not a scan of the table. Tags compare as Python's
+``str.lower()`` of each side, whole; times as microseconds since the epoch,
+as they are stored.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 from sqlalchemy import ColumnElement, and_, exists, select, true
@@ -18,7 +17,8 @@ from sqlalchemy import ColumnElement, and_, exists, select, true
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import microseconds
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.segments import Ints
+from loopctl_memory.sql.ranking.columns import CATEGORY_CODES
+from loopctl_memory.sql.ranking.state import Mask, RankingState
 from loopctl_memory.sql.tables import entries, tags
 
 
@@ -53,36 +53,37 @@ def _tagged(values: list[str]) -> ColumnElement[bool]:
     )
 
 
-def passing_seqs(reader: Reader, passes: MemoryFilter) -> Ints:
-    """The seqs of every entry ``passes`` passes, ascending, in the reader's transaction."""
-    encode = reader.backend.encode
-    clauses: list[str] = []
-    arguments: list[object] = []
+def passing(state: RankingState, reader: Reader, passes: MemoryFilter, size: int) -> Mask:
+    """Whether each entry below seq ``size`` passes, from the ranking state's copy.
 
-    def among(column: str, values: Sequence[object]) -> str:
-        arguments.extend(values)
-        return f"{column} IN ({', '.join('?' * len(values))})"
-
+    ``state`` must be refreshed in ``reader``'s transaction; it reads the
+    columns filters test on first use. Where no entry lives the answer is
+    meaningless: rankers keep live entries only.
+    """
+    columns = state.columns(reader)
+    mask = np.ones(size, np.bool_)
     if passes.categories is not None:
-        clauses.append(among("category", sorted(str(c) for c in passes.categories)))
-    tag_sets = [list(passes.tags_any)] if passes.tags_any is not None else []
-    tag_sets += [[tag] for tag in passes.tags_all or ()]
-    for values in tag_sets:
-        inner = among("t.tag_lower", [encode(value) for value in values])
-        clauses.append(
-            f"EXISTS (SELECT 1 FROM tags t WHERE t.entry_seq = entries.seq AND {inner})"  # noqa: S608
-        )
-    for clause, value in (
-        ("validated = ?", passes.validated),
-        ("created_at_us > ?", microseconds(passes.created_after)),
-        ("created_at_us < ?", microseconds(passes.created_before)),
-        ("relevance >= ?", passes.min_relevance),
-        ("relevance <= ?", passes.max_relevance),
-    ):
-        if value is not None:
-            clauses.append(clause)
-            arguments.append(value)
-    where = " AND ".join(clauses) or "1 = 1"
-    statement = f"SELECT seq FROM entries WHERE {where} ORDER BY seq"  # noqa: S608 - our own SQL
-    found = [row[0] for rows in reader.chunks(statement, arguments, 65_536) for row in rows]
-    return np.array(found, np.int64)
+        allowed = np.zeros(256, np.bool_)
+        allowed[[CATEGORY_CODES[category.value] for category in passes.categories]] = True
+        mask &= allowed[columns.category[:size]]
+    if passes.tags_any is not None:
+        held = np.zeros(size, np.bool_)
+        for tag in passes.tags_any:
+            held |= state.tag_mask(tag, size)
+        mask &= held
+    for tag in passes.tags_all or ():
+        mask &= state.tag_mask(tag, size)
+    if passes.validated is not None:
+        mask &= columns.validated[:size] == passes.validated
+    created = columns.created_us[:size]
+    after, before = microseconds(passes.created_after), microseconds(passes.created_before)
+    if after is not None:
+        mask &= created > after
+    if before is not None:
+        mask &= created < before
+    relevance = columns.relevance[:size]
+    if passes.min_relevance is not None:
+        mask &= relevance >= passes.min_relevance
+    if passes.max_relevance is not None:
+        mask &= relevance <= passes.max_relevance
+    return mask

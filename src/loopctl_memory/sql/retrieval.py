@@ -83,7 +83,8 @@ def ranked(state: RankingState, reader: Reader, request: Request) -> list[tuple[
     ``state`` must already be refreshed in ``reader``'s transaction.
     """
     passes, scope, limit = request.passes, request.scope, request.limit
-    allowed = filtering.passing_seqs(reader, passes) if passes is not None else None
+    size = state.top + 1
+    allowed = filtering.passing(state, reader, passes, size) if passes is not None else None
     if request.ranking == "bm25":
         tokens = query_tokens(request.query)
         return bm25.top_scored(state, reader, tokens, limit, scope, request.parameters, allowed)

@@ -37,10 +37,14 @@ class _Inverted:
                 self._seqs[number].append(seq)
         self.terms.add(new)
 
-    def seqs_containing(self, text: str) -> list[int]:
-        """Seqs of the entries with a term containing ``text`` (an entry may come twice)."""
+    def seqs_containing(self, text: str, *, whole: bool = False) -> list[int]:
+        """Seqs of the entries with a term containing ``text`` (``whole``: equal to it).
+
+        An entry may come twice.
+        """
         found: list[int] = []
-        for number in self.terms.containing(text):
+        numbers = self.terms.equal_to(text) if whole else self.terms.containing(text)
+        for number in numbers:
             found += self._seqs[number]
         return found
 
@@ -78,9 +82,9 @@ class TailIndex:
         """Seqs of the tail entries whose memory contains ``word`` (which has no whitespace)."""
         return self._tokens.seqs_containing(word)
 
-    def tag_seqs(self, text: str) -> list[int]:
-        """Seqs of the tail entries with a lowercase tag containing ``text``."""
-        return self._tags.seqs_containing(text)
+    def tag_seqs(self, text: str, *, whole: bool = False) -> list[int]:
+        """Seqs of the tail entries with a lowercase tag containing ``text`` (``whole``: equal)."""
+        return self._tags.seqs_containing(text, whole=whole)
 
 
 class RewrittenIndex:
@@ -120,9 +124,9 @@ class RewrittenIndex:
         """The seqs whose current memory contains ``word``, each once."""
         return self._current_seqs(self._tokens.seqs_containing(word))
 
-    def tag_seqs(self, text: str) -> list[int]:
-        """The seqs with a current lowercase tag containing ``text``, each once."""
-        return self._current_seqs(self._tags.seqs_containing(text))
+    def tag_seqs(self, text: str, *, whole: bool = False) -> list[int]:
+        """The seqs with a current lowercase tag containing ``text`` (``whole``: equal to it)."""
+        return self._current_seqs(self._tags.seqs_containing(text, whole=whole))
 
     def _current_seqs(self, numbers: list[int]) -> list[int]:
         seq_of, current = self._seq_of, self._current

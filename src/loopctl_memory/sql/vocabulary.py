@@ -57,6 +57,19 @@ class Terms:
                 self._found[text] = (len(whole), found)
         return found
 
+    def equal_to(self, text: str) -> list[int]:
+        """The ids of the terms equal to ``text`` (one at most, terms being distinct)."""
+        whole, starts = self._text, self._starts
+        position = whole.find(text + "\n")
+        while position != -1:
+            number = bisect.bisect_right(starts, position) - 1
+            if starts[number] == position and (
+                number + 1 == len(starts) or starts[number + 1] == position + len(text) + 1
+            ):
+                return [self._ids[number]]
+            position = whole.find(text + "\n", position + 1)
+        return []
+
     def _containing(self, text: str, whole: str, start: int) -> list[int]:
         """The ids of the terms of ``whole`` from ``start`` (a term's start) that hold ``text``."""
         found: list[int] = []

@@ -18,7 +18,7 @@ from loopctl_memory import bm25
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.ranking.state import Members, RankingState
+from loopctl_memory.sql.ranking.state import Mask, Members, RankingState
 from loopctl_memory.sql.ranking.topk import best
 from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import Ints, distinct
@@ -38,15 +38,15 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
     limit: int,
     scope: Scope,
     parameters: Bm25Parameters,
-    allowed: Ints | None = None,
+    allowed: Mask | None = None,
 ) -> list[tuple[int, float]]:
     """The seqs and BM25 scores of the best ``limit`` entries of ``scope``, best first.
 
-    Only entries with a positive score compete, and (when given) only those at
-    the ascending seqs ``allowed``; ties keep insertion order.
+    Only entries with a positive score compete, and (when given) only those
+    ``allowed`` holds (a mask by seq); ties keep insertion order.
     """
     size = state.top + 1
-    if limit == 0 or size <= 1 or not tokens or (allowed is not None and not len(allowed)):
+    if limit == 0 or size <= 1 or not tokens:
         return []
     words = state.words(reader)
     members = state.members(scope, size)
@@ -87,7 +87,7 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
         candidates = np.flatnonzero(dense > 0)
         scores = dense[candidates]
     if allowed is not None:
-        kept = np.isin(candidates, allowed, assume_unique=True)
+        kept = allowed[candidates]
         candidates, scores = candidates[kept], scores[kept]
     positive = scores > 0
     candidates, scores = candidates[positive], scores[positive]

@@ -32,7 +32,7 @@ from loopctl_memory.binary32 import SCORE_BASELINE, SCORE_OVERLAP_WEIGHT, SCORE_
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import ParsedQuery
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.ranking.state import Members, RankingState
+from loopctl_memory.sql.ranking.state import Mask, Members, RankingState
 from loopctl_memory.sql.ranking.topk import Scores, best, best_above
 from loopctl_memory.sql.segments import Ints, distinct
 
@@ -54,12 +54,12 @@ def top_scored(
     reader: Reader | None = None,
     *,
     matched_only: bool = False,
-    allowed: Ints | None = None,
+    allowed: Mask | None = None,
 ) -> list[tuple[int, float]]:
     """The seqs and scores of the best ``limit`` entries, best first, as the reference ranks them.
 
     Only the entries of ``scope`` (default: every scope) compete, and of those,
-    when ``allowed`` (ascending seqs) is given, only the ones it holds; with
+    when ``allowed`` (a mask by seq) is given, only the ones it holds; with
     ``matched_only``, only those the query raised above their baseline score
     (a word or a tag matched). A small scope costs its own entries: their texts
     (kept by the state, read with ``reader`` the first time) or the postings of
@@ -70,7 +70,7 @@ def top_scored(
         return []
     members = state.members(scope or Scope(descendants=True), size)
     if allowed is not None:
-        members = _narrowed(members, allowed, size)
+        members = _narrowed(state, members, allowed, size)
     if members is None:
         return _ranked(_scores(state, query, size), state.half[:size], limit, matched_only)
     universe = members.seqs
@@ -89,14 +89,12 @@ def top_scored(
     return [(int(universe[n]), score) for n, score in ranked]
 
 
-def _narrowed(members: Members | None, allowed: Ints, size: int) -> Members:
-    """The members that ``allowed`` (ascending seqs) also holds."""
-    seqs = allowed[allowed < size]
+def _narrowed(state: RankingState, members: Members | None, allowed: Mask, size: int) -> Members:
+    """The live members that ``allowed`` (a mask by seq) also holds."""
+    mask = allowed[:size] & state.live(size)
     if members is not None:
-        seqs = seqs[members.mask[seqs]]
-    mask = np.zeros(size, np.bool_)
-    mask[seqs] = True
-    return Members(seqs, mask)
+        mask &= members.mask
+    return Members(np.flatnonzero(mask), mask)
 
 
 def _ranked(

@@ -29,6 +29,7 @@ from loopctl_memory.binary32 import SCORE_RELEVANCE_WEIGHT
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.ranking.columns import FilterColumns
 from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import (
     Ints,
@@ -105,6 +106,7 @@ class RankingState:
         self._kept_bytes = 0
         self._loaded = False
         self._words: WordIndex | None = None  # BM25's postings, read on first use
+        self._columns: FilterColumns | None = None  # what filters test, read on first use
 
     # --- keeping current ---
 
@@ -141,6 +143,8 @@ class RankingState:
             self.tail.read(connection, top)
             if self._words is not None:
                 self._words.read_tail(connection, top)
+            if self._columns is not None:
+                self._columns.read(connection, self.top, top)
             self.top = top
         # Last: an entry stored and rewritten since the last refresh may already be in a
         # block's postings (or the tail) under its first text.
@@ -198,14 +202,14 @@ class RankingState:
             if not chunk:
                 continue
             marks = ", ".join("?" * len(chunk))
-            columns = "seq, relevance, scope_id, memory_lower"
+            columns = "seq, relevance, scope_id, memory_lower, category, validated"
             rows = connection.all(
                 f"SELECT {columns} FROM entries WHERE seq IN ({marks})",  # noqa: S608
                 chunk,
             )
             tags = _lowercase_tags(connection, chunk)
             present = set()
-            for seq, relevance, scope_id, memory_lower in rows:
+            for seq, relevance, scope_id, memory_lower, category, validated in rows:
                 present.add(seq)
                 self.half[seq] = np.float32(relevance) * _HALF
                 self.scope_of[seq] = scope_id
@@ -213,6 +217,8 @@ class RankingState:
                 self.rewritten.rewrite(seq, text, tags_lower)
                 if self._words is not None:
                     self._words.rewrite(seq, text, tags_lower)
+                if self._columns is not None:
+                    self._columns.rewrite(seq, category, validated, relevance)
                 if seq in self._texts:
                     self._texts[seq] = (text, tuple(tags_lower))
             gone = np.array([seq for seq in chunk if seq not in present], np.int64)
@@ -307,6 +313,31 @@ class RankingState:
                 words.load(connection, self.mark, self.top, documents)
             self._words = words
         return self._words
+
+    def columns(self, connection: Reader) -> FilterColumns:
+        """The columns filters test, as current as the rest (read on first use)."""
+        if self._columns is None:
+            columns = FilterColumns()
+            with connection.backend.reading_once(connection):
+                columns.read(connection, 0, self.top)
+            self._columns = columns
+        return self._columns
+
+    def tag_mask(self, tag: str, size: int) -> Mask:
+        """Whether each live entry below seq ``size`` has a lowercase tag equal to ``tag``."""
+        wanted: Ints = np.array(self.tag_values.equal_to(tag), np.int64)
+        found = self._gather(
+            self.tag_segments, [segment.runs(wanted) for segment in self.tag_segments]
+        )
+        mask = np.zeros(size, np.bool_)
+        mask[found[found < size]] = True
+        mask[[seq for seq in self.tail.tag_seqs(tag, whole=True) if seq < size]] = True
+        rewritten = self.rewritten
+        if len(rewritten):  # their postings hold their old tags
+            seqs = [seq for seq in rewritten.seqs() if seq < size]
+            mask[seqs] = False
+            mask[[seq for seq in rewritten.tag_seqs(tag, whole=True) if seq < size]] = True
+        return mask
 
     def live(self, size: int) -> Mask:
         """Whether an entry lives at each seq below ``size``."""
