@@ -93,7 +93,8 @@ def ranked(state: RankingState, reader: Reader, request: Request) -> list[tuple[
         parse_query(request.query),
         limit,
         scope,
-        reader,
+        # A scope's texts are worth keeping; the entries of one filter are not.
+        reader if allowed is None else None,
         matched_only=request.matched_only,
         allowed=allowed,
     )
