@@ -95,6 +95,15 @@ async def reset_postgres(url: str) -> None:
         )
 
 
+async def shared_target(backend: str, tmp_path: Path) -> str | Path:
+    """A fresh database of one of :data:`SHARED_BACKENDS` that several stores can open."""
+    if backend == "sqlite-file":
+        return tmp_path / "memory.db"
+    url = os.environ[POSTGRES_URL_VARIABLE]
+    await reset_postgres(url)
+    return url
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """The name of the backend under test."""

@@ -13,48 +13,52 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
+from loopctl_memory.arguments import aware_in_utc, check_number
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import InvalidArgumentError
 
 
-def _categories(value: object) -> frozenset[MemoryCategory] | None:
+def _listed(value: object, what: str, kind: str) -> list[object] | None:
+    """``value`` as a non-empty list (one str alone is a list of one), or None for None."""
     if value is None:
         return None
-    if isinstance(value, str):  # one category given alone
+    if isinstance(value, str):
         value = [value]
     if not isinstance(value, Iterable):
-        raise InvalidArgumentError(f"categories must be a list of categories, not {value!r}")
+        raise InvalidArgumentError(f"{what} must be a list of {kind}s, not {value!r}")
+    given = list(value)
+    if not given:
+        raise InvalidArgumentError(f"{what} must hold at least one {kind}")
+    return given
+
+
+def _categories(value: object) -> frozenset[MemoryCategory] | None:
+    given = _listed(value, "categories", "category")
+    if given is None:
+        return None
     chosen = set()
-    for item in value:
+    for item in given:
         try:
-            chosen.add(MemoryCategory(item))
+            chosen.add(MemoryCategory(item))  # type: ignore[arg-type]
         except ValueError:
             names = ", ".join(category.value for category in MemoryCategory)
             raise InvalidArgumentError(
                 f"unknown category {item!r} in the filter (one of {names})"
             ) from None
-    if not chosen:
-        raise InvalidArgumentError("categories must name at least one category")
     return frozenset(chosen)
 
 
 def _tags(value: object, what: str) -> tuple[str, ...] | None:
-    if value is None:
+    given = _listed(value, what, "tag")
+    if given is None:
         return None
-    if isinstance(value, str):  # one tag given alone
-        value = [value]
-    if not isinstance(value, Iterable):
-        raise InvalidArgumentError(f"{what} must be a list of tags, not {value!r}")
-    given = list(value)
     for tag in given:
         if not isinstance(tag, str):
             raise InvalidArgumentError(f"{what} must hold str tags, not {type(tag).__name__}")
-    if not given:
-        raise InvalidArgumentError(f"{what} must hold at least one tag")
     # Whole tags, compared as Python's str.lower() of both sides (as tags are indexed).
-    return tuple(dict.fromkeys(tag.lower() for tag in given))
+    return tuple(dict.fromkeys(str(tag).lower() for tag in given))
 
 
 def _moment(value: object, what: str) -> datetime | None:
@@ -62,26 +66,19 @@ def _moment(value: object, what: str) -> datetime | None:
         return None
     if not isinstance(value, datetime):
         raise InvalidArgumentError(f"{what} must be a datetime, not {type(value).__name__}")
-    if value.utcoffset() is None:
-        raise InvalidArgumentError(f"{what} must be timezone-aware, got the naive {value}")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise InvalidArgumentError(f"{what} {value} is out of range in UTC") from None
+    return aware_in_utc(value, what)
 
 
 def _relevance(value: object, what: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgumentError(f"{what} must be a number, not {type(value).__name__}")
-    number = float(value)
+    number = check_number(value, what)
     if math.isnan(number):
         raise InvalidArgumentError(f"{what} must be a number, not NaN")
     return number
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class MemoryFilter:
     """Conditions on entries; each one given must hold (none given: every entry passes).
 
@@ -94,6 +91,9 @@ class MemoryFilter:
         created_before: the entry was created strictly before this time.
         min_relevance: the entry's relevance is at least this.
         max_relevance: the entry's relevance is at most this.
+
+    The attributes hold the checked values: categories as a frozenset, tags
+    lowercased in a tuple, times in UTC, bounds as floats.
 
     Raises:
         InvalidArgumentError: an unknown category, an empty list of categories
@@ -110,26 +110,38 @@ class MemoryFilter:
 
     """
 
-    categories: frozenset[MemoryCategory] | None = None
-    tags_any: tuple[str, ...] | None = None
-    tags_all: tuple[str, ...] | None = None
-    validated: bool | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    min_relevance: float | None = None
-    max_relevance: float | None = None
+    categories: frozenset[MemoryCategory] | None
+    tags_any: tuple[str, ...] | None
+    tags_all: tuple[str, ...] | None
+    validated: bool | None
+    created_after: datetime | None
+    created_before: datetime | None
+    min_relevance: float | None
+    max_relevance: float | None
 
-    def __post_init__(self) -> None:
-        put = object.__setattr__  # frozen: the checked values replace the given ones
-        put(self, "categories", _categories(self.categories))
-        put(self, "tags_any", _tags(self.tags_any, "tags_any"))
-        put(self, "tags_all", _tags(self.tags_all, "tags_all"))
-        if self.validated is not None and type(self.validated) is not bool:
+    def __init__(
+        self,
+        *,
+        categories: Iterable[MemoryCategory | str] | MemoryCategory | str | None = None,
+        tags_any: Iterable[str] | str | None = None,
+        tags_all: Iterable[str] | str | None = None,
+        validated: bool | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        min_relevance: float | None = None,
+        max_relevance: float | None = None,
+    ) -> None:
+        put = object.__setattr__  # frozen: set once, checked
+        put(self, "categories", _categories(categories))
+        put(self, "tags_any", _tags(tags_any, "tags_any"))
+        put(self, "tags_all", _tags(tags_all, "tags_all"))
+        if validated is not None and type(validated) is not bool:
             raise InvalidArgumentError(
-                f"validated must be a bool or None, not {type(self.validated).__name__}"
+                f"validated must be a bool or None, not {type(validated).__name__}"
             )
-        after = _moment(self.created_after, "created_after")
-        before = _moment(self.created_before, "created_before")
+        put(self, "validated", validated)
+        after = _moment(created_after, "created_after")
+        before = _moment(created_before, "created_before")
         if after is not None and before is not None and after >= before:
             raise InvalidArgumentError(
                 f"created_after ({after.isoformat()}) must be before "
@@ -137,8 +149,8 @@ class MemoryFilter:
             )
         put(self, "created_after", after)
         put(self, "created_before", before)
-        low = _relevance(self.min_relevance, "min_relevance")
-        high = _relevance(self.max_relevance, "max_relevance")
+        low = _relevance(min_relevance, "min_relevance")
+        high = _relevance(max_relevance, "max_relevance")
         if low is not None and high is not None and low > high:
             raise InvalidArgumentError(
                 f"min_relevance ({low}) must not be above max_relevance ({high})"

@@ -12,11 +12,9 @@ between queries, on SQLite and PostgreSQL, and for InMemoryStore.
 
 from __future__ import annotations
 
-import os
 import random
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import bm25s
 import numpy as np
@@ -26,7 +24,7 @@ import Stemmer
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.sql.tuning import Tuning
-from tests.conftest import POSTGRES_URL_VARIABLE, SHARED_BACKENDS, reset_postgres
+from tests.conftest import SHARED_BACKENDS, shared_target
 
 RELATIVE = 1e-5
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -135,14 +133,6 @@ async def test_in_memory_bm25_is_bm25s(k1, b):
         assert_held_to_bm25s(entries, query, await store.retrieve_scored(query, 10_000), k1, b)
 
 
-async def _target(backend: str, tmp_path: Path) -> str | Path:
-    if backend == "sqlite-file":
-        return tmp_path / "memory.db"
-    url = os.environ[POSTGRES_URL_VARIABLE]
-    await reset_postgres(url)
-    return url
-
-
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_a_scope_ranks_as_bm25s_over_its_entries_through_every_change(
@@ -150,7 +140,7 @@ async def test_a_scope_ranks_as_bm25s_over_its_entries_through_every_change(
 ):
     rng = random.Random(seed)
     k1, b = rng.choice([(0.9, 0.4), (1.5, 0.75)])
-    target = await _target(backend, tmp_path)
+    target = await shared_target(backend, tmp_path)
     async with (
         open_store(
             target,

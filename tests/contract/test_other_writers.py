@@ -19,7 +19,6 @@ import sys
 import textwrap
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +29,7 @@ from loopctl_memory.entry_json import entry_to_json
 from loopctl_memory.jsonl import import_jsonl
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.sql.tuning import Tuning
-from tests.conftest import POSTGRES_URL_VARIABLE, SHARED_BACKENDS, reset_postgres
+from tests.conftest import SHARED_BACKENDS, shared_target
 
 WORDS = ["cache", "Retry", "glob", "a", "the", "ß", "tool", "x%", "caching", "retries", "Tools"]
 
@@ -57,14 +56,6 @@ def _changes(rng: random.Random) -> dict[str, Any]:
     }
     chosen = rng.sample(sorted(every), rng.randint(1, len(every)))
     return {name: every[name] for name in chosen}
-
-
-async def _target(backend: str, tmp_path: Path) -> str | Path:
-    if backend == "sqlite-file":
-        return tmp_path / "memory.db"
-    url = os.environ[POSTGRES_URL_VARIABLE]
-    await reset_postgres(url)
-    return url
 
 
 FILTERS = [
@@ -94,7 +85,7 @@ async def _same_answers(reader, reference, rng: random.Random) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_a_reader_sees_every_kind_of_write_by_another_store(backend, seed, tmp_path):
     rng = random.Random(seed)
-    target = await _target(backend, tmp_path)
+    target = await shared_target(backend, tmp_path)
     tuning = Tuning(tail_limit=rng.choice([3, 20, 10_000]), word_cache_bytes=rng.choice([0, 2**20]))
     reference = InMemoryStore()
     async with open_store(target, tuning=tuning) as reader, open_store(target) as writer:
@@ -158,7 +149,7 @@ _CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
 async def test_a_reader_sees_what_another_process_wrote(backend, tmp_path):
-    target = await _target(backend, tmp_path)
+    target = await shared_target(backend, tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
     def child(action: str) -> None:
@@ -205,7 +196,7 @@ async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
 ):
     """Rewritten, merged and decayed entries rank as the reference's, in a scope too."""
     rng = random.Random(seed)
-    target = await _target(backend, tmp_path)
+    target = await shared_target(backend, tmp_path)
     tuning = Tuning(
         tail_limit=rng.choice([3, 20]),
         word_cache_bytes=rng.choice([0, 2**20]),
@@ -250,7 +241,7 @@ async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
 async def test_a_full_pass_never_undoes_a_write_made_while_it_was_worked_out(backend, tmp_path):
     """The pass is worked out before its write transaction; a write landing in between wins."""
     rng = random.Random(9)
-    target = await _target(backend, tmp_path)
+    target = await shared_target(backend, tmp_path)
     hours = itertools.count()
     keeper = MemoryEntry(
         MemoryCategory.FACT,

@@ -111,9 +111,9 @@ async def test_the_same_entries_and_scores_as_in_memory(store, ranking, seed):
             await _same(store, reference, query, ranking)
     stored = [entry async for entry in reference.iter_entries()]
     for entry in rng.sample(stored, 10):
-        changes = {"memory": _entry(rng).memory, "tags": ["db", "Flaky"]}
-        assert await reference.update(entry.id, **changes) == await store.update(
-            entry.id, **changes
+        memory, tags = _entry(rng).memory, ["db", "Flaky"]
+        assert await reference.update(entry.id, memory=memory, tags=tags) == await store.update(
+            entry.id, memory=memory, tags=list(tags)
         )
     for entry in rng.sample(stored, 10):
         assert await reference.delete(entry.id) == await store.delete(entry.id)

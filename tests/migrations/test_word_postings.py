@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 import random
 import uuid
 from pathlib import Path
@@ -24,7 +23,7 @@ from hypothesis import strategies as st
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, migrate, open_store
 from loopctl_memory.bm25_tokens import document_tokens
 from loopctl_memory.sql.tuning import Tuning
-from tests.conftest import POSTGRES_URL_VARIABLE, SHARED_BACKENDS, reset_postgres
+from tests.conftest import SHARED_BACKENDS, shared_target
 
 REVISION = Path(__file__).resolve().parents[2] / "migrations" / "versions" / "0006_word_postings.py"
 WORDS = ["Cache", "caching", "the", "retries", "ß", "Σίσυφος", "run_id=7", "/a/b.py", "x", "ok"]
@@ -50,18 +49,10 @@ def _entry(rng: random.Random) -> MemoryEntry:
     )
 
 
-async def _target(backend: str, tmp_path: Path) -> str | Path:
-    if backend == "sqlite-file":
-        return tmp_path / "memory.db"
-    url = os.environ[POSTGRES_URL_VARIABLE]
-    await reset_postgres(url)
-    return url
-
-
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
 async def test_an_upgraded_database_ranks_by_bm25_as_one_written_at_head(backend, tmp_path):
     rng = random.Random(6)
-    target = await _target(backend, tmp_path)
+    target = await shared_target(backend, tmp_path)
     reference = InMemoryStore(ranking="bm25")
     async with open_store(target, tuning=Tuning(tail_limit=7)) as store:
         batch = [_entry(rng) for _ in range(80)]

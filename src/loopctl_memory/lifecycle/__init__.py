@@ -8,7 +8,7 @@ relevance), :mod:`.clustering` (near-duplicates and their merge),
 ones the stores and callers use.
 """
 
-from loopctl_memory.lifecycle.arguments import check_now
+from loopctl_memory.arguments import check_now
 from loopctl_memory.lifecycle.clustering import (
     Cluster,
     cluster_duplicates,

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from loopctl_memory.arguments import check_number
 from loopctl_memory.binary32 import INT64_MAX, U16_MAX, f32
 from loopctl_memory.entry import MemoryEntry
-from loopctl_memory.lifecycle.arguments import check_number
 from loopctl_memory.lifecycle.quality import quality_score
 from loopctl_memory.scoring import split_whitespace
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
+from loopctl_memory.arguments import check_now, check_number
 from loopctl_memory.binary32 import f32
 from loopctl_memory.entry import ConsolidationStats, MemoryEntry
 from loopctl_memory.errors import InvalidArgumentError
-from loopctl_memory.lifecycle.arguments import check_now, check_number
 from loopctl_memory.lifecycle.clustering import (
     Cluster,
     cluster_positions,

@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Final
 
+from loopctl_memory.arguments import check_now
 from loopctl_memory.binary32 import U16_MAX, as_secs_f32, exp32, f32, half_pow32, ln32
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import InvalidArgumentError, InvalidEntryError
-from loopctl_memory.lifecycle.arguments import check_now
 
 _RELEVANCE_WEIGHT: Final = f32(0.45)
 _ACCESS_WEIGHT: Final = f32(0.30)

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from loopctl_memory.arguments import aware_in_utc, check_now, check_number
 from loopctl_memory.binary32 import INT64_MAX, WHITE_SPACE
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, validate_entry
 from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter, check_filter
-from loopctl_memory.lifecycle.arguments import aware_in_utc, check_now, check_number
 from loopctl_memory.scoring import split_whitespace
 
 

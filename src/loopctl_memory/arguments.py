@@ -1,4 +1,4 @@
-"""Checking the arguments a lifecycle operation takes: the current time and plain numbers."""
+"""Checking plain arguments of our operations: the current time, moments, real numbers."""
 
 from __future__ import annotations
 
