@@ -211,9 +211,11 @@ def test_closing_an_iterator_early_closes_its_async_generator_on_the_loop(
     closed_in: list[str] = []
     original = SqlMemoryStore.iter_entries
 
-    async def observed(self: SqlMemoryStore, batch_size: int = 1_000) -> AsyncIterator[Any]:
+    async def observed(
+        self: SqlMemoryStore, batch_size: int = 1_000, **choices: Any
+    ) -> AsyncIterator[Any]:
         try:
-            async for entry in original(self, batch_size):
+            async for entry in original(self, batch_size, **choices):
                 yield entry
         finally:
             closed_in.append(threading.current_thread().name)
