@@ -375,7 +375,7 @@ def test_a_call_still_running_when_another_thread_closes_ends_with_storage_error
 ):
     started = threading.Event()
 
-    async def never_ending(self: SqlMemoryStore) -> int:
+    async def never_ending(self: SqlMemoryStore, **choices: Any) -> int:
         started.set()
         await asyncio.Event().wait()  # never set: only the close can end it
         return 0
