@@ -61,6 +61,8 @@ def passing(state: RankingState, reader: Reader, passes: MemoryFilter, size: int
     meaningless: rankers keep live entries only.
     """
     columns = state.columns(reader)
+    if passes.tags_any is not None or passes.tags_all is not None:
+        state.lexical(reader)  # tags come from the tag postings
     mask = np.ones(size, np.bool_)
     if passes.categories is not None:
         allowed = np.zeros(256, np.bool_)

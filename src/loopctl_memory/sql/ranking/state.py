@@ -14,6 +14,12 @@ newly indexed blocks by block number. So a write by any process, on a file or
 on PostgreSQL, is seen by the next retrieval here. A removal or a newly
 indexed block never costs a reload; after ``_MAX_SEGMENTS`` blocks (or a
 watermark that went back) the copy is read again whole.
+
+Each ranking's part is read the first time it is needed and kept current from
+then on: the token and tag postings and the tail (the reference ranking, tag
+filters), BM25's word postings (:mod:`~loopctl_memory.sql.ranking.words`),
+the columns filters test (:mod:`~loopctl_memory.sql.ranking.columns`). A
+process pays in time and memory only for the rankings it uses.
 """
 
 from __future__ import annotations
@@ -105,6 +111,8 @@ class RankingState:
         self._kept: OrderedDict[str, npt.NDArray[Any]] = OrderedDict()
         self._kept_bytes = 0
         self._loaded = False
+        self._lexical = False  # the token and tag postings and the tail, read on first use
+        self._blocks_added = 0
         self._words: WordIndex | None = None  # BM25's postings, read on first use
         self._columns: FilterColumns | None = None  # what filters test, read on first use
 
@@ -127,7 +135,7 @@ class RankingState:
             not self._loaded
             or mark < self.mark
             or generation != self.generation
-            or len(self.token_segments) >= _MAX_SEGMENTS
+            or self._blocks_added >= _MAX_SEGMENTS
         ):
             self._reset()
             self.generation = generation
@@ -140,7 +148,8 @@ class RankingState:
             self._add_blocks(connection, mark)
         if top > self.top:
             self._read_entries(connection, self.top, top)
-            self.tail.read(connection, top)
+            if self._lexical:
+                self.tail.read(connection, top)
             if self._words is not None:
                 self._words.read_tail(connection, top)
             if self._columns is not None:
@@ -160,13 +169,23 @@ class RankingState:
         self._read_entries(connection, 0, top)
         self.top = top
         self.mark = mark
-        self.token_segments = [load_segment(connection, index.TOKENS, 0, mark)]
-        self.tag_segments = [load_segment(connection, index.TAG_VALUES, 0, mark)]
-        self.tail = TailIndex(mark)
-        self.tail.read(connection, top)
-        self._read_terms(connection)
         self._read_rewritten(connection, _REWRITTEN, ())
         self._loaded = True
+
+    def lexical(self, connection: Reader) -> None:
+        """Read the token and tag postings and the tail, if not yet: the reference ranks by them.
+
+        A process that only ranks by BM25 (and filters on no tag) never reads them.
+        """
+        if self._lexical:
+            return
+        with connection.backend.reading_once(connection):
+            self.token_segments = [load_segment(connection, index.TOKENS, 0, self.mark)]
+            self.tag_segments = [load_segment(connection, index.TAG_VALUES, 0, self.mark)]
+            self.tail = TailIndex(self.mark)
+            self.tail.read(connection, self.top)
+            self._read_terms(connection)
+        self._lexical = True
 
     def _read_entries(self, connection: Reader, after: int, through: int) -> None:
         """Read the relevance of the entries with ``after < seq <= through``."""
@@ -277,17 +296,19 @@ class RankingState:
         return Members(np.flatnonzero(mask), mask)
 
     def _add_blocks(self, connection: Reader, mark: int) -> None:
-        self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))
-        self.tag_segments.append(load_segment(connection, index.TAG_VALUES, self.mark, mark))
+        self._blocks_added += 1
         if self._words is not None:
             self._words.add_blocks(connection, mark, max(self.top, mark))
+        if self._lexical:
+            self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))
+            self.tag_segments.append(load_segment(connection, index.TAG_VALUES, self.mark, mark))
+            self._read_terms(connection)  # terms are created only when blocks are indexed
+            tail = TailIndex(mark)
+            tail.read(connection, max(self.top, mark))
+            self.tail = tail
+            self._kept.clear()
+            self._kept_bytes = 0
         self.mark = mark
-        self._read_terms(connection)  # terms are created only when blocks are indexed
-        tail = TailIndex(mark)
-        tail.read(connection, max(self.top, mark))
-        self.tail = tail
-        self._kept.clear()
-        self._kept_bytes = 0
 
     def _read_terms(self, connection: Reader) -> None:
         """Add the tokens and tag values created since the last read."""
