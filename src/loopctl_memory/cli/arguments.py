@@ -6,7 +6,7 @@ import contextlib
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -22,6 +22,13 @@ CATEGORIES = [category.value for category in MemoryCategory]
 """The choices of ``--category``."""
 
 T = TypeVar("T")
+Decorated = TypeVar("Decorated", bound=Callable[..., Any])
+
+
+def tag_option(help_text: str) -> Callable[[Decorated], Decorated]:
+    """The option ``--tag``/``-t TAG``, repeatable, given to the command as ``tags``."""
+    return click.option("--tag", "-t", "tags", multiple=True, metavar="TAG", help=help_text)
+
 
 MIN_PREFIX_DIGITS = 4
 """The fewest hex digits of an id that ``get``, ``update`` and ``delete`` accept."""
