@@ -4,49 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loopctl_memory import MemoryCategory, MemoryEntry, MemoryFilter, open_store
+from loopctl_memory import MemoryCategory, MemoryFilter, open_store
 from loopctl_memory.cli import RANKING_ENVVAR
 from loopctl_memory.cli.rendering import format_score
+from tests.deploy_memories import (
+    ENTRIES,
+    NOW,
+    OLD_ERROR,
+    OLD_FACT,
+    RECENT_INSIGHT,
+    RECENT_STRATEGY,
+    UNRELATED,
+)
 
 from .conftest import assert_fails, store_entries
-
-NOW = datetime.now(UTC)  # ages are counted back from the clock: the entries are days apart
-
-
-def memory(text: str, category: str = "fact", **fields: Any) -> MemoryEntry:
-    return MemoryEntry(MemoryCategory(category), text, **fields)
-
-
-OLD_FACT = memory(
-    "the deploy runs make release", tags=["Deploy"], created_at=datetime(2025, 6, 1, tzinfo=UTC)
-)
-OLD_ERROR = memory(
-    "deploy failed: the disk was full",
-    "error_pattern",
-    tags=["disk"],
-    validated=True,
-    created_at=datetime(2025, 12, 1, tzinfo=UTC),
-)
-RECENT_STRATEGY = memory(
-    "retry the deploy after freeing the disk",
-    "strategy",
-    tags=["deploy", "disk"],
-    validated=True,
-    created_at=NOW - timedelta(days=2),
-)
-RECENT_INSIGHT = memory(
-    "deploy deploy deploy: the word a log repeats",
-    "insight",
-    created_at=NOW - timedelta(hours=1),
-)
-UNRELATED = memory("lunch is at noon", relevance=1.0, created_at=NOW - timedelta(days=30))
-ENTRIES = [OLD_FACT, OLD_ERROR, RECENT_STRATEGY, RECENT_INSIGHT, UNRELATED]
 
 
 @pytest.fixture
