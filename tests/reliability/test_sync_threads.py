@@ -23,6 +23,7 @@ from loopctl_memory import (
     InvalidEntryError,
     MemoryCategory,
     MemoryEntry,
+    MemoryFilter,
     SqlMemoryStore,
     StorageError,
     sync,
@@ -211,9 +212,11 @@ def test_closing_an_iterator_early_closes_its_async_generator_on_the_loop(
     closed_in: list[str] = []
     original = SqlMemoryStore.iter_entries
 
-    async def observed(self: SqlMemoryStore, batch_size: int = 1_000) -> AsyncIterator[Any]:
+    async def observed(
+        self: SqlMemoryStore, batch_size: int = 1_000, *, filter: MemoryFilter | None = None
+    ) -> AsyncIterator[Any]:
         try:
-            async for entry in original(self, batch_size):
+            async for entry in original(self, batch_size, filter=filter):
                 yield entry
         finally:
             closed_in.append(threading.current_thread().name)
@@ -373,7 +376,7 @@ def test_a_call_still_running_when_another_thread_closes_ends_with_storage_error
 ):
     started = threading.Event()
 
-    async def never_ending(self: SqlMemoryStore) -> int:
+    async def never_ending(self: SqlMemoryStore, *, filter: MemoryFilter | None = None) -> int:
         started.set()
         await asyncio.Event().wait()  # never set: only the close can end it
         return 0
