@@ -1,11 +1,12 @@
 """The agents' way in, measured: ``recall`` over MCP beside an in-process ``retrieve``.
 
 A store of ``--size`` natural entries in a SQLite file. For each query, in turn:
-an in-process ``retrieve(query, 5)`` on a store opened in this process, and a
-``recall`` of the same query through the MCP SDK's client to a
-``loopctl-memory mcp`` subprocess on the same file (JSON-RPC over stdio, the
-answer's JSON decoded), timed from the client's side. Twice: with access
-tracking (the server's default) on both sides, and without on both.
+an in-process ``retrieve(query, 5)`` on a store opened in this process, ranked
+as ``recall`` ranks by default (BM25), and a ``recall`` of the same query
+through the MCP SDK's client to a ``loopctl-memory mcp`` subprocess on the same
+file (JSON-RPC over stdio, the answer's JSON decoded), timed from the client's
+side. Twice: with access tracking (the server's default) on both sides, and
+without on both.
 
 The section is written between its markers in ``benchmarks/RESULTS.md``.
 
@@ -27,6 +28,7 @@ from benchmarks import workloads
 from benchmarks.lifecycle_bench import percentile, timings_ms, write_section
 from benchmarks.run import machine, parse_size, size_label
 from loopctl_memory import open_store
+from loopctl_memory.mcp_server.tools import RECALL_RANKING
 from mcp import Client, StdioServerParameters
 
 LIMIT = 5
@@ -55,7 +57,10 @@ async def compare(db: Path, queries: list[str], *, track_access: bool) -> tuple[
     local: list[float] = []
     remote: list[float] = []
     found = 0
-    async with open_store(db, track_access=track_access) as store, Client(server) as client:
+    async with (
+        open_store(db, track_access=track_access, ranking=RECALL_RANKING) as store,
+        Client(server) as client,
+    ):
         await store.retrieve(queries[0], LIMIT)  # both copies loaded: time queries, not loads
         await client.call_tool("recall", {"query": queries[0], "limit": LIMIT})
         for query in queries:

@@ -5,57 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from loopctl_memory import MemoryCategory, MemoryEntry, open_store
 from loopctl_memory.scoring import score
-from mcp import Client, StdioServerParameters
 
-ENTRY_POINT = Path(sys.executable).parent / "loopctl-memory"
+from .conftest import ENTRY_POINT, call, error_of, server
+
 TOOLS = {"remember", "recall", "update_memory", "forget_memory", "consolidate", "memory_stats"}
-
-
-@asynccontextmanager
-async def server(
-    db: Path, *options: str, scope: str | None = None, read_only: bool = False
-) -> AsyncIterator[Client]:
-    """A connected client of `loopctl-memory --db DB [--scope S] [--read-only] mcp OPTIONS`."""
-    scoped = (["--scope", scope] if scope else []) + (["--read-only"] if read_only else [])
-    parameters = StdioServerParameters(
-        command=str(ENTRY_POINT), args=["--db", str(db), *scoped, "mcp", *options]
-    )
-    async with Client(parameters) as client:
-        yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> Any:
-    """The tool's structured answer; fails the test on a tool error."""
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    return result.structured_content
-
-
-async def error_of(client: Client, tool: str, **arguments: Any) -> str:
-    """The one-line message of a call that must fail."""
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error
-    [content] = result.content
-    text = str(getattr(content, "text", ""))
-    assert "\n" not in text
-    assert "Traceback" not in text
-    return text
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "memory.db"
 
 
 async def test_lists_six_tools_with_schemas_a_model_can_follow(db):
@@ -83,7 +42,9 @@ async def test_remember_then_recall_finds_it_with_the_reference_score(db):
             client, "remember", memory="CI runs make test", category="fact", tags=["ci"]
         )
         await call(client, "remember", memory="unrelated but very relevant", relevance=1.0)
-        found = (await call(client, "recall", query="make test lint"))["memories"]
+        found = (await call(client, "recall", query="make test lint", ranking="reference"))[
+            "memories"
+        ]
     assert [made["id"]] == [memory["id"] for memory in found]
     [memory] = found
     assert score(0.5, 2, 3, False) == memory["score"]
@@ -105,7 +66,9 @@ async def test_recall_pads_with_unmatched_only_when_asked_and_caps_the_limit(db)
             await call(client, "remember", memory=f"deploy step {n}", relevance=0.2)
         await call(client, "remember", memory="other", relevance=0.9)
         matched = (await call(client, "recall", query="other"))["memories"]
-        padded = (await call(client, "recall", query="other", include_unmatched=True))["memories"]
+        padded = (
+            await call(client, "recall", query="other", include_unmatched=True, ranking="reference")
+        )["memories"]
         many = (await call(client, "recall", query="deploy", limit=1000))["memories"]
         unmatched_only = (await call(client, "recall", query="nothing"))["memories"]
     assert ["other"] == [memory["memory"] for memory in matched]

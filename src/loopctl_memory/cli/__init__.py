@@ -14,13 +14,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loopctl_memory.cli.names import DB_ENVVAR, PROG, SCOPE_ENVVAR
+from loopctl_memory.cli.names import DB_ENVVAR, PROG, RANKING_ENVVAR, SCOPE_ENVVAR
 from loopctl_memory.cli.settings import default_database
 
 if TYPE_CHECKING:
     from loopctl_memory.cli.app import cli, main
 
-__all__ = ["DB_ENVVAR", "PROG", "SCOPE_ENVVAR", "cli", "default_database", "main"]
+__all__ = [
+    "DB_ENVVAR",
+    "PROG",
+    "RANKING_ENVVAR",
+    "SCOPE_ENVVAR",
+    "cli",
+    "default_database",
+    "main",
+]
 
 # SQLAlchemy, alembic and rich load inside the commands that use them: `--help` starts at once.
 

@@ -12,9 +12,10 @@ from typing import IO, Any, NoReturn
 
 import click
 
+from loopctl_memory.bm25 import RANKINGS
 from loopctl_memory.cli import entries, maintenance, schema, serve, transfer
 from loopctl_memory.cli.messages import example, one_line
-from loopctl_memory.cli.names import DB_ENVVAR, PROG, SCOPE_ENVVAR
+from loopctl_memory.cli.names import DB_ENVVAR, PROG, RANKING_ENVVAR, SCOPE_ENVVAR
 from loopctl_memory.cli.settings import Settings
 from loopctl_memory.errors import LoopMemoryError, StorageError
 
@@ -110,11 +111,26 @@ class _Cli(click.Group):
     help="Open the database without writing anything (a read-only file, mount or "
     "directory): reads work, writes are refused.",
 )
+@click.option(
+    "--ranking",
+    type=click.Choice(RANKINGS),
+    envvar=RANKING_ENVVAR,
+    show_envvar=True,
+    help="The default ranking: 'reference' (loopctl 0.1.0's score; the default of `search`) "
+    "or 'bm25' (Lucene BM25; the default of the MCP tool `recall`). "
+    "`search --ranking` chooses for one search.",
+)
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 @click.version_option(package_name="loopctl-memory", prog_name=PROG)
 @click.pass_context
 def cli(
-    ctx: click.Context, db: str | None, scope: str | None, read_only: bool, debug: bool
+    ctx: click.Context,
+    *,
+    db: str | None,
+    scope: str | None,
+    read_only: bool,
+    ranking: str | None,
+    debug: bool,
 ) -> None:
     """Durable memory for agent loops: store, search and maintain memories."""
     del debug  # read by _Cli.invoke, which handles the errors
@@ -132,7 +148,13 @@ def cli(
         source = DB_ENVVAR
     else:
         source = "--db"
-    ctx.obj = Settings(db=db or None, source=source, scope=scope or None, read_only=read_only)
+    ctx.obj = Settings(
+        db=db or None,
+        source=source,
+        scope=scope or None,
+        read_only=read_only,
+        ranking=ranking or None,
+    )
 
 
 for command in (

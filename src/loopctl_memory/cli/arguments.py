@@ -1,24 +1,34 @@
-"""The arguments several commands read: memory ids (full or short), durations, categories."""
+"""The arguments several commands read: memory ids, durations, moments (WHEN), categories."""
 
 from __future__ import annotations
 
 import contextlib
-import re
 import uuid
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from loopctl_memory import when
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.entry import MemoryCategory, id_range
-from loopctl_memory.errors import InvalidEntryError
+from loopctl_memory.errors import InvalidArgumentError, InvalidEntryError
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.store import SqlMemoryStore
 
 CATEGORIES = [category.value for category in MemoryCategory]
 """The choices of ``--category``."""
+
+T = TypeVar("T")
+Decorated = TypeVar("Decorated", bound=Callable[..., Any])
+
+
+def tag_option(help_text: str) -> Callable[[Decorated], Decorated]:
+    """The option ``--tag``/``-t TAG``, repeatable, given to the command as ``tags``."""
+    return click.option("--tag", "-t", "tags", multiple=True, metavar="TAG", help=help_text)
+
 
 MIN_PREFIX_DIGITS = 4
 """The fewest hex digits of an id that ``get``, ``update`` and ``delete`` accept."""
@@ -70,16 +80,19 @@ def duration(
     _ctx: click.Context | None, _param: click.Parameter | None, value: str | None
 ) -> timedelta | None:
     """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (or a sum: ``1d12h``) as a timedelta."""
-    if value is None:
-        return None
-    units = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
-    parts = re.fullmatch(r"(?:\d+(?:\.\d+)?[wdhms])+", value.strip())
-    if parts is None:
-        raise click.BadParameter(
-            f"{value!r} is not a duration such as 30d, 12h, 90m, 45s, 2w or 1d12h"
-        )
-    seconds = sum(
-        float(number) * units[unit]
-        for number, unit in re.findall(r"(\d+(?:\.\d+)?)([wdhms])", value)
-    )
-    return timedelta(seconds=seconds)
+    return None if value is None else _read(when.age, value)
+
+
+def moment(
+    _ctx: click.Context | None, _param: click.Parameter | None, value: str | None
+) -> datetime | None:
+    """WHEN: an ISO date or datetime (naive means UTC) or an age back from now, in UTC."""
+    return None if value is None else _read(when.moment, value)
+
+
+def _read(parse: Callable[[str], T], value: str) -> T:
+    """``parse(value)``, its refusal a usage error naming the option."""
+    try:
+        return parse(value)
+    except InvalidArgumentError as exc:
+        raise click.BadParameter(str(exc)) from None

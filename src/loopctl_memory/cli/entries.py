@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from loopctl_memory.cli.arguments import CATEGORIES, memory_id, resolve_id
+from loopctl_memory.bm25 import RANKINGS
+from loopctl_memory.cli.arguments import CATEGORIES, memory_id, moment, resolve_id, tag_option
 from loopctl_memory.cli.messages import echo_json, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
+from loopctl_memory.filters import MemoryFilter
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.store import SqlMemoryStore
@@ -38,7 +41,7 @@ def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
 @click.option(
     "--category", "-c", required=True, type=click.Choice(CATEGORIES), help="What kind of memory."
 )
-@click.option("--tag", "-t", "tags", multiple=True, metavar="TAG", help="A tag (repeatable).")
+@tag_option("A tag (repeatable).")
 @click.option(
     "--relevance",
     "-r",
@@ -67,8 +70,17 @@ def add(
     click.echo(str(entry.id))
 
 
+SEARCH_RANKING = "reference"
+"""What ``search`` ranks by when no ``--ranking`` says: the library's default, loopctl 0.1.0's."""
+
+
 @click.command(
-    epilog=example(f'{PROG} search "database is locked"', f"{PROG} search pytest -n 3 --json")
+    epilog=example(
+        f'{PROG} search "database is locked"',
+        f"{PROG} search pytest -n 3 --json",
+        f'{PROG} search "flaky test" --ranking bm25 --category error_pattern --since 7d',
+        f"{PROG} search deploy --tag ci --tag release --until 2026-01-01 --validated",
+    )
 )
 @click.argument("query")
 @click.option(
@@ -80,23 +92,83 @@ def add(
     help="How many memories to show at most.",
 )
 @click.option(
+    "--ranking",
+    type=click.Choice(RANKINGS),
+    help="Rank by this for this search: 'reference' (loopctl 0.1.0's score, padded with "
+    "memories no word matched) or 'bm25' (only memories that share a word with the query). "
+    "Default: the global --ranking, else reference.",
+)
+@click.option(
+    "--category",
+    "-c",
+    "categories",
+    multiple=True,
+    type=click.Choice(CATEGORIES),
+    help="Only memories of this category (repeatable: any of them).",
+)
+@tag_option("Only memories with this tag, ignoring case (repeatable: any of them).")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    callback=moment,
+    help="Only memories created after WHEN: an age back from now (30m, 12h, 7d, 2w) "
+    "or an ISO date or time (2026-01-01, 2026-01-01T10:00; UTC unless it has an offset).",
+)
+@click.option(
+    "--until",
+    metavar="WHEN",
+    callback=moment,
+    help="Only memories created before WHEN (written as for --since).",
+)
+@click.option(
+    "--validated/--not-validated",
+    default=None,
+    help="Only validated memories, or only those not validated.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
     help="Print a JSON list of the entries, each with its full id and its score.",
 )
 @click.pass_obj
-def search(settings: Settings, query: str, limit: int, as_json: bool) -> None:
+def search(
+    settings: Settings,
+    query: str,
+    *,
+    limit: int,
+    ranking: str | None,
+    categories: tuple[str, ...],
+    tags: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    validated: bool | None,
+    as_json: bool,
+) -> None:
     """Show the memories that best match QUERY, best first, as the agent would see them.
 
     Each comes with its score and its short id: the fewest leading hex digits
     (at least 8) that no other memory's id starts with, which `get`, `update`
-    and `delete` accept.
+    and `delete` accept. The filters (--category, --tag, --since, --until,
+    --validated) only remove memories from the ranking; each one given must hold.
     """
     from loopctl_memory.cli.rendering import SearchResult
 
+    if since is not None and until is not None and since >= until:
+        raise click.UsageError(
+            f"--since ({since.isoformat()}) must be before --until ({until.isoformat()})"
+        )
+    chosen = ranking or settings.ranking or SEARCH_RANKING
+    passes = MemoryFilter(
+        categories=frozenset(map(MemoryCategory, categories)) or None,
+        tags_any=tags or None,
+        validated=validated,
+        created_after=since,
+        created_before=until,
+    )
+
     async def work(store: SqlMemoryStore) -> list[SearchResult]:
-        scored = await store.retrieve_scored(query, limit)
+        scored = await store.retrieve_scored(query, limit, ranking=chosen, filter=passes)
         return [  # the JSON has the full ids: no short ids to look up
             SearchResult(entry, score, "" if as_json else await store.short_id(entry.id))
             for entry, score in scored
@@ -106,11 +178,18 @@ def search(settings: Settings, query: str, limit: int, as_json: bool) -> None:
     if as_json:
         echo_json([entry_to_dict(result.entry) | {"score": result.score} for result in found])
     elif not found:
-        click.echo("No memories stored.", err=True)
+        click.echo(_nothing_found(chosen, filtered=not passes.is_empty), err=True)
     else:
         from loopctl_memory.cli.rendering import SearchResults, console
 
-        console().print(SearchResults(found))
+        console().print(SearchResults(found, ranking=chosen))
+
+
+def _nothing_found(ranking: str, *, filtered: bool) -> str:
+    """Why ``search`` shows nothing: the reference pads its answer, BM25 does not."""
+    if ranking == "reference":
+        return "No memories pass the filters." if filtered else "No memories stored."
+    return f"No memories match the query{' and the filters' if filtered else ''}."
 
 
 @click.command(
@@ -162,14 +241,7 @@ def delete(settings: Settings, given: uuid.UUID | str) -> None:
 @click.argument("given", metavar="ID", callback=memory_id)
 @click.option("--text", help="The new memory text.")
 @click.option("--category", "-c", type=click.Choice(CATEGORIES), help="The new category.")
-@click.option(
-    "--tag",
-    "-t",
-    "tags",
-    multiple=True,
-    metavar="TAG",
-    help="The new tags (repeatable; replace all).",
-)
+@tag_option("The new tags (repeatable; replace all).")
 @click.option("--relevance", "-r", type=click.FloatRange(0.0, 1.0), help="The new relevance.")
 @click.option(
     "--validated/--not-validated", default=None, help="Mark the memory as validated or not."

@@ -24,22 +24,40 @@ if TYPE_CHECKING:
     from loopctl_memory.migrate import Revision
 
 
-def format_score(value: float) -> str:
-    """The shortest decimal that reads back as the same binary32 score."""
+BM25_DIGITS = 4
+"""The significant digits ``search`` shows of a BM25 score (``--json`` gives it whole)."""
+
+
+def format_score(value: float, ranking: str = "reference") -> str:
+    """How ``search`` shows a score of ``ranking``.
+
+    A reference score is a binary32 value in [0, 1.3]: the shortest decimal
+    that reads back as the same binary32 value, so the table shows it exactly.
+    A BM25 score is a binary64 sum with no upper bound (often above 1; its
+    shortest exact decimal takes 17 digits): four significant ones, which
+    keep the table narrow and the order readable.
+    """
+    if ranking == "bm25":
+        return _decimal(f"{value:.{BM25_DIGITS}g}")
     for digits in range(1, 10):
         text = f"{value:.{digits}g}"
         if f32(float(text)) == value:
-            return text if "." in text or "e" in text else f"{text}.0"
+            return _decimal(text)
     return repr(value)  # pragma: no cover - nine digits always round-trip binary32
+
+
+def _decimal(text: str) -> str:
+    """``text``, with ``.0`` when it would read as a whole number."""
+    return text if "." in text or "e" in text else f"{text}.0"
 
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """One answer of ``search``: the entry, its reference score and its short id."""
+    """One answer of ``search``: the entry, its score and its short id."""
 
     entry: MemoryEntry
     score: float
-    """The score the store ranked it by (a binary32 value), shown by :func:`format_score`."""
+    """The score the store ranked it by, shown by :func:`format_score`."""
     short_id: str
     """The id's shortest prefix unique in the store, as ``SqlMemoryStore.short_id`` finds it."""
 
@@ -60,9 +78,9 @@ class SearchResults:
     memory wrapped, then the relevance and the tags. Nothing is cut but tags.
     """
 
-    def __init__(self, results: Sequence[SearchResult]) -> None:
+    def __init__(self, results: Sequence[SearchResult], *, ranking: str = "reference") -> None:
         self._results = list(results)
-        self._scores = [format_score(result.score) for result in results]
+        self._scores = [format_score(result.score, ranking) for result in results]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """The table when the memory gets enough columns, else the blocks."""

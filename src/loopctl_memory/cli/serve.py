@@ -28,9 +28,11 @@ def mcp(settings: Settings, track_access: bool) -> None:
 
     The tools: remember, recall, update_memory, forget_memory, consolidate and
     memory_stats. A client may narrow --scope with a tool's `scope` argument,
-    never leave it. Only protocol goes to standard output; logs go to stderr.
+    never leave it. `recall` ranks by bm25 unless the global --ranking or the
+    call's `ranking` says otherwise. Only protocol goes to standard output;
+    logs go to stderr.
     """
-    from loopctl_memory.mcp_server import serve
+    from loopctl_memory.mcp_server.tools import RECALL_RANKING, serve
 
     read_only = settings.read_only
     target = settings.locate(create=not read_only)
@@ -40,5 +42,6 @@ def mcp(settings: Settings, track_access: bool) -> None:
             scope=settings.scope,
             track_access=track_access and not read_only,  # a stamp is a write
             read_only=read_only,
+            ranking=settings.ranking or RECALL_RANKING,
         )
     )

@@ -27,7 +27,7 @@ def default_database() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The global options every command works with: the database, the scope, read-only."""
+    """The global options every command works with: the database, scope, read-only, ranking."""
 
     db: str | None
     source: str
@@ -36,6 +36,8 @@ class Settings:
     """The scope every command works in (None: the root)."""
     read_only: bool = False
     """Open the database without writing anything (``--read-only``)."""
+    ranking: str | None = None
+    """The default ranking ``--ranking`` chose (None: not given, each command keeps its own)."""
 
     def target(self) -> str:
         """The database as given, or the default file."""
@@ -85,18 +87,22 @@ async def _opened(
 ) -> AsyncIterator[SqlMemoryStore]:
     """The store (or the view of ``--scope``, with ``descendants``), closed on exit.
 
+    Its default ranking is ``--ranking``'s when given, else the library's.
+
     A new database gets the schema when ``create`` is true; an existing one is
     never upgraded behind the user's back: that is what ``migrate`` is for.
     """
-    from loopctl_memory.sql.opening import open_store
+    from loopctl_memory.sql.opening import OpenOptions, open_store
 
     create = create and not settings.read_only
     target = settings.locate(create=create)
-    async with open_store(
-        target,
+    options = OpenOptions(
         migrate="create" if create or settings.is_memory() else False,
         read_only=settings.read_only,
-    ) as store:
+    )
+    if settings.ranking is not None:
+        options["ranking"] = settings.ranking
+    async with open_store(target, **options) as store:
         view = store if settings.scope is None else store.scope(settings.scope)
         yield view.with_descendants() if descendants else view
 

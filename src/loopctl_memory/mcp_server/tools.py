@@ -23,17 +23,24 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
+from loopctl_memory.bm25 import RANKINGS, check_ranking
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import timestamp
 from loopctl_memory.errors import LoopMemoryError
+from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.mcp_server.stdio import serve_stdio
 from loopctl_memory.scopes import relative
 from loopctl_memory.sql.opening import open_store
 from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.when import moment
 
 RECALL_LIMIT = 50
 """The most memories one ``recall`` returns: a model's context is the budget."""
+
+RECALL_RANKING = "bm25"
+"""What ``recall`` ranks by unless the server or the call says otherwise: an agent wants
+the memories about what it asked, which BM25 finds far more often than the reference."""
 
 _CATEGORIES = [category.value for category in MemoryCategory]
 
@@ -156,8 +163,16 @@ def _entry_id(text: str) -> uuid.UUID:
         ) from None
 
 
-def build_server(store: SqlMemoryStore) -> MCPServer:
-    """An MCP server whose tools work on ``store`` (a view: its scope bounds every tool)."""
+def build_server(store: SqlMemoryStore, *, ranking: str = RECALL_RANKING) -> MCPServer:
+    """An MCP server whose tools work on ``store`` (a view: its scope bounds every tool).
+
+    ``ranking`` is what ``recall`` ranks by when a call names none.
+
+    Raises:
+        InvalidArgumentError: ``ranking`` is not one of :data:`loopctl_memory.bm25.RANKINGS`.
+
+    """
+    default_ranking = check_ranking(ranking)  # the schema's default of recall's `ranking`
     server: MCPServer = MCPServer(
         name="loopctl-memory",
         instructions=(
@@ -214,21 +229,58 @@ def build_server(store: SqlMemoryStore) -> MCPServer:
         ] = 5,
         include_unmatched: Annotated[
             bool,
-            Field(description="Also return memories no word of the query matched."),
+            Field(
+                description="With ranking 'reference': also return memories no word of "
+                "the query matched."
+            ),
         ] = False,
+        category: Annotated[
+            str | None,
+            Field(
+                description="Only memories of this kind.", json_schema_extra={"enum": _CATEGORIES}
+            ),
+        ] = None,
+        tags: Annotated[
+            list[str] | None,
+            Field(description="Only memories with one of these tags (ignoring case)."),
+        ] = None,
+        since: Annotated[
+            str | None,
+            Field(
+                description="Only memories created after this: an ISO date or time "
+                "('2026-01-01', '2026-01-01T10:00', UTC unless it has an offset) "
+                "or an age back from now ('30m', '12h', '7d', '2w')."
+            ),
+        ] = None,
+        ranking: Annotated[
+            str,
+            Field(
+                description="'bm25' (BM25 over the words of text and tags) or 'reference' "
+                "(loopctl 0.1.0's score).",
+                json_schema_extra={"enum": list(RANKINGS)},
+            ),
+        ] = default_ranking,
         scope: Scope = None,
     ) -> Recalled:
         """Find the memories that best match the query, best first, each with its score.
 
-        A memory scores relevance*0.5 + 0.4 * (the share of the query's words it
-        contains) + 0.3 if a tag contains the whole query + 0.1. Only memories a
-        word or a tag matched are returned unless include_unmatched is true.
+        With ranking "bm25" (the usual default), a memory scores by BM25 over the
+        words of its text and tags: rare words count most, common ones ("the",
+        "of") not at all, and the score has no upper bound; only memories that
+        share a word with the query come back. With ranking "reference", a memory
+        scores relevance*0.5 + 0.4 * (the share of the query's words it contains)
+        + 0.3 if a tag contains the whole query + 0.1; only memories a word or a
+        tag matched come back unless include_unmatched is true.
+
+        category, tags and since narrow what is ranked: each one given must hold.
         """
         with _tool_errors():
-            if isinstance(limit, int) and limit > RECALL_LIMIT:
-                limit = RECALL_LIMIT
             found = await view(scope).retrieve_scored(
-                query, limit, matched_only=not include_unmatched
+                query,
+                min(limit, RECALL_LIMIT) if isinstance(limit, int) else limit,
+                ranking=ranking,
+                filter=_recall_filter(category, tags, since),
+                matched_only=not include_unmatched,
             )
             return Recalled(memories=[_recollection(entry, score) for entry, score in found])
 
@@ -321,6 +373,21 @@ def build_server(store: SqlMemoryStore) -> MCPServer:
     return server
 
 
+def _recall_filter(category: str | None, tags: list[str] | None, since: str | None) -> MemoryFilter:
+    """``recall``'s filter: of ``category``, with one of ``tags`` (none: any), after ``since``.
+
+    Raises:
+        ToolError: an unknown category.
+        InvalidArgumentError: ``since`` is not a moment (:mod:`loopctl_memory.when`).
+
+    """
+    return MemoryFilter(
+        categories=None if category is None else frozenset({_category(category)}),
+        tags_any=tuple(tags) if tags else None,
+        created_after=None if since is None else moment(since),
+    )
+
+
 def _category(value: str) -> MemoryCategory:
     try:
         return MemoryCategory(value)
@@ -346,17 +413,20 @@ async def serve(
     scope: str | None = None,
     track_access: bool = True,
     read_only: bool = False,
+    ranking: str = RECALL_RANKING,
 ) -> None:
     """Open the store at ``target`` and serve it over stdio until the client hangs up.
 
     A new database is created; an existing one is never migrated behind its
     owner's back. ``read_only``: the tools that write answer with an error.
+    ``ranking``: what ``recall`` ranks by when a call names none.
     """
     async with open_store(
         target,
         migrate=False if read_only else "create",
         track_access=track_access,
         read_only=read_only,
+        ranking=ranking,
     ) as store:
         view = store if scope is None else store.scope(scope)
-        await serve_stdio(build_server(view))
+        await serve_stdio(build_server(view, ranking=ranking))
