@@ -58,15 +58,16 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
     all_scores: list[Floats] = []
     for token, times in bm25.query_weights(tokens).items():
         seqs, tf = words.postings(token)
-        inside = seqs < size
-        seqs, tf = seqs[inside], tf[inside]
         competing = np.isfinite(state.half[seqs])  # a live entry
         if members is not None:
             competing &= members.mask[seqs]
+        holding = int(np.count_nonzero(competing))  # df: a filter never changes it
+        if allowed is not None:
+            competing &= allowed[seqs]
         seqs, tf = seqs[competing], tf[competing]
         if not len(seqs):
             continue
-        weight = times * bm25.idf(documents, len(seqs))
+        weight = times * bm25.idf(documents, holding)
         dl = words.lengths[seqs].astype(np.float64)
         # The operations of bm25.scores, in its order (no fused multiply-add in numpy).
         norm = k1 * ((1.0 - b) + (b * dl) / average)
@@ -86,9 +87,6 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
         dense = np.asarray(np.bincount(seqs, parts, size), np.float64)
         candidates = np.flatnonzero(dense > 0)
         scores = dense[candidates]
-    if allowed is not None:
-        kept = allowed[candidates]
-        candidates, scores = candidates[kept], scores[kept]
     positive = scores > 0
     candidates, scores = candidates[positive], scores[positive]
     return [(int(candidates[n]), score) for n, score in best(scores, limit)]

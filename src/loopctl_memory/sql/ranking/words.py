@@ -15,6 +15,7 @@ the change log), so a process that never ranks by BM25 never pays for it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,8 +23,10 @@ import numpy.typing as npt
 from loopctl_memory.bm25_tokens import document_tokens
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.segments import Ints, Segment, load_segment
+from loopctl_memory.sql.segments import Ints, Segment, Seqs, load_segment
 
+Tallies = npt.NDArray[np.integer[Any]]
+"""How many times each entry holds a word (bytes while every count fits)."""
 Document = tuple[int, str, list[str]]
 """(seq, lowercase memory, lowercase tags in order)."""
 
@@ -157,14 +160,14 @@ class WordIndex:
 
     # --- looking up ---
 
-    def postings(self, word: str) -> tuple[Ints, npt.NDArray[np.float64]]:
+    def postings(self, word: str) -> tuple[Seqs, Tallies]:
         """The seqs of the entries whose document holds ``word`` now, and how many times.
 
         Removed entries may be among them (the caller keeps the live ones); each
         live entry comes once, with its current count.
         """
-        seqs: list[npt.NDArray[np.integer]] = []
-        counts: list[npt.NDArray[np.integer]] = []
+        seqs: list[Seqs] = []
+        counts: list[Tallies] = []
         number = self._ids.get(word)
         if number is not None:
             for segment in self._segments:
@@ -175,16 +178,21 @@ class WordIndex:
         in_tail = self._tail.get(word)
         if in_tail is not None:
             seqs.append(np.array(in_tail[0], np.int64))
-            counts.append(np.array(in_tail[1], np.int64))
-        found: Ints = np.concatenate(seqs).astype(np.int64) if seqs else np.empty(0, np.int64)
-        times = np.concatenate(counts).astype(np.float64) if counts else np.empty(0, np.float64)
+            counts.append(np.array(in_tail[1], np.int32))
+        found, times = _joined(seqs, np.int64), _joined(counts, np.int32)
         if self._rewritten:
             current = ~self._stale[found]
             found, times = found[current], times[current]
             holders = sorted(self._rewritten_by_word.get(word, ()))
             if holders:
+                held = [self._rewritten[seq][word] for seq in holders]
                 found = np.concatenate((found, np.array(holders, np.int64)))
-                times = np.concatenate(
-                    (times, np.array([self._rewritten[seq][word] for seq in holders], np.float64))
-                )
+                times = np.concatenate((times, np.array(held, np.int32)))
         return found, times
+
+
+def _joined(parts: list[Any], empty: type[np.integer[Any]]) -> Any:
+    """The parts one after the other (the one part itself, without a copy)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, empty)
