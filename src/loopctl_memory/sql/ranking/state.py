@@ -139,8 +139,8 @@ class RankingState:
         ):
             self._reset()
             self.generation = generation
+            self._read_scopes(connection, int(newest_scope))  # first: see _read_entries
             self._load(connection, top, change, mark)
-            self._read_scopes(connection, int(newest_scope))
             return
         if int(newest_scope) > self._scopes_read:
             self._read_scopes(connection, int(newest_scope))
@@ -198,13 +198,19 @@ class RankingState:
             grown_scopes = np.full(size, -1, np.int64)
             grown_scopes[: len(scope_of)] = scope_of
             self.scope_of = scope_of = grown_scopes
-        statement = "SELECT seq, relevance, scope_id FROM entries WHERE seq > ? AND seq <= ?"
-        for rows in connection.chunks(statement, (after, through), _ROWS_PER_FETCH):
+        scoped = self._scopes_read > 0  # scopes other than the root exist
+        # Where every entry is the root's, a value fewer a row to fetch (most of the cost).
+        statement = f"SELECT seq, relevance{', scope_id' if scoped else ''} FROM entries"  # noqa: S608
+        for rows in connection.chunks(
+            statement + " WHERE seq > ? AND seq <= ?", (after, through), _ROWS_PER_FETCH
+        ):
             seqs = np.fromiter((row[0] for row in rows), np.int64, len(rows))
             relevance = np.fromiter((row[1] for row in rows), np.float64, len(rows))
             # binary32 relevance times binary32 0.5, rounded to binary32, as the crate does
             half[seqs] = relevance.astype(np.float32) * _HALF
-            scope_of[seqs] = np.fromiter((row[2] for row in rows), np.int64, len(rows))
+            scope_of[seqs] = (
+                np.fromiter((row[2] for row in rows), np.int64, len(rows)) if scoped else 0
+            )
 
     def _apply_changes(self, connection: Reader, change: int) -> None:
         """Read again the entries removed or rewritten since the last change applied."""
