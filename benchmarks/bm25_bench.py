@@ -433,6 +433,10 @@ def section(results: Sequence[Result], options: Options, command: str) -> str:
             " a partition: bm25s at its fastest.",
             f"- Answers: the first {CHECKED} timed queries' ids of every bm25 child (unfiltered,"
             " filtered) equal `InMemoryStore(ranking='bm25')`'s, in order (sizes <= 100k).",
+            "- What bounds `open + first query`: a new process reads every entry's relevance"
+            " (and scope) from its row, as the reference does, then BM25's word postings; at 1M"
+            " the row fetch through the driver is most of it, and the file's pages are not always"
+            " in the OS cache here (the reference's own figure is in the same run).",
             "",
             "### Targets (issue 28)",
             "",
