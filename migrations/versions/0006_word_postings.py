@@ -126,9 +126,9 @@ def _index_existing(bind: sa.Connection) -> None:
             for word in found:
                 held[word] = held.get(word, 0) + 1
             for word, times in held.items():
-                found = by_word.setdefault(word, ([], []))
-                found[0].append(int(seq))
-                found[1].append(times)
+                postings = by_word.setdefault(word, ([], []))
+                postings[0].append(int(seq))
+                postings[1].append(times)
         if by_word:
             _write_row(bind, low, by_word, known, lengths)
             for word, (seqs, _) in by_word.items():
