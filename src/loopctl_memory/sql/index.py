@@ -16,8 +16,9 @@ Each block's postings are one row: its terms' ids, how many seqs each has,
 and the seqs, term after term; a process reads the blocks whole (see
 :mod:`loopctl_memory.sql.segments`). The same blocks hold BM25's word
 postings (:mod:`loopctl_memory.bm25_tokens`), each seq with how many times the
-entry's document holds the word: an entry's document length is the sum of
-its counts, so it needs no column of its own. Postings of deleted entries stay behind:
+entry's document holds the word, and each block row also holds the length of
+each of its entries' documents, so a process reads lengths with the postings
+instead of summing counts. Postings of deleted entries stay behind:
 retrieval knows which entries live, so they cost a little space and nothing
 else. Seqs are never given out twice (see ``write_position``).
 
@@ -126,18 +127,26 @@ class WordCounts:
     """Seq -> how many words its document has (those with none are left out)."""
 
 
+def word_counts(memory_lower: str, tags_lower: Iterable[str]) -> dict[str, int]:
+    """Each BM25 word of a document (lowercase memory, then tags) and how many times it holds it.
+
+    The document's length is the sum of the counts.
+    """
+    held: dict[str, int] = {}
+    for word in document_tokens(memory_lower, tags_lower):  # a dict counts faster than a Counter
+        held[word] = held.get(word, 0) + 1
+    return held
+
+
 def invert_words(documents: Iterable[tuple[int, str, list[str]]], into: Postings) -> WordCounts:
     """Add each (seq, lowercase memory, lowercase tags)'s BM25 words; return their counts."""
     counted = WordCounts()
     counts, lengths = counted.counts, counted.lengths
     for seq, memory, tags_lower in documents:
-        tokens = document_tokens(memory, tags_lower)
-        if not tokens:
+        held = word_counts(memory, tags_lower)
+        if not held:
             continue
-        lengths[seq] = len(tokens)
-        held: dict[str, int] = {}
-        for word in tokens:  # a dict counts a few words faster than a Counter
-            held[word] = held.get(word, 0) + 1
+        lengths[seq] = sum(held.values())
         for word, times in held.items():
             found = into.get(word)
             if found is None:

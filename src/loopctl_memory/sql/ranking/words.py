@@ -4,8 +4,8 @@ The second posting family of the ranking state (the first, tokens, serves the
 reference ranking). The indexed blocks' word postings come from the database
 with their counts (:mod:`loopctl_memory.sql.index`); the tail above the
 watermark and the entries rewritten since they were indexed are cut into words
-here, from their current text. An entry's document length is the sum of its
-counts, so it is known without a column of its own.
+here, from their current text. Each entry's document length comes with the
+blocks' postings, or from its words where it is cut here.
 
 The state loads this family on the first BM25 retrieval and from then on
 keeps it current through the same refresh as the rest (new blocks, the tail,
@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loopctl_memory.bm25_tokens import document_tokens
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.segments import Ints, Segment, Seqs, load_segment
@@ -31,13 +30,6 @@ Document = tuple[int, str, list[str]]
 """(seq, lowercase memory, lowercase tags in order)."""
 
 _ROWS_PER_FETCH = 8_192
-
-
-def _counted(memory_lower: str, tags_lower: Iterable[str]) -> dict[str, int]:
-    held: dict[str, int] = {}
-    for word in document_tokens(memory_lower, tags_lower):
-        held[word] = held.get(word, 0) + 1
-    return held
 
 
 class WordIndex:
@@ -108,7 +100,7 @@ class WordIndex:
                 tags.setdefault(int(seq), []).append(decode(tag))
         tail, lengths = self._tail, self.lengths
         for seq in sorted(texts):
-            held = _counted(texts[seq], tags.get(seq, []))
+            held = index.word_counts(texts[seq], tags.get(seq, []))
             lengths[seq] = sum(held.values())
             for word, times in held.items():
                 found = tail.get(word)
@@ -123,7 +115,7 @@ class WordIndex:
         """Entry ``seq`` holds this lowercase memory and these tags from now on."""
         self.forget(seq)
         self._grow(seq)
-        held = _counted(memory_lower, tags_lower)
+        held = index.word_counts(memory_lower, tags_lower)
         self._rewritten[seq] = held
         for word in held:
             self._rewritten_by_word.setdefault(word, set()).add(seq)
