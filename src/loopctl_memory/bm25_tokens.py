@@ -100,6 +100,30 @@ def query_tokens(text: str) -> list[str]:
     return tokens
 
 
+def document_words(memory: str, tags: Iterable[str]) -> list[str]:
+    """The lowercase words of a memory's document, in order, before stopwords and stems.
+
+    :func:`document_tokens` is these with :func:`stems_of` applied, for indexers
+    that stem each distinct word once.
+    """
+    if not isinstance(tags, list | tuple):
+        tags = list(tags)
+    return _WORD.findall((" ".join((memory, *tags)) if tags else memory).lower())
+
+
+def stems_of(words: Iterable[str]) -> dict[str, str | None]:
+    """Each lowercase word's token: its stem, or None for a stopword (never a token)."""
+    stems, stopwords = _STEMS, ENGLISH_STOPWORDS
+    held: dict[str, str | None] = {}
+    for word in words:
+        if word in stopwords:
+            held[word] = None
+        else:
+            stem = stems.get(word)
+            held[word] = _stem(word) if stem is None else stem
+    return held
+
+
 def document_tokens(memory: str, tags: Iterable[str]) -> list[str]:
     """The BM25 tokens of a memory's document: those of ``memory``, then of each tag in order.
 

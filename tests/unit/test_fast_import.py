@@ -46,11 +46,10 @@ from loopctl_memory.flat import (
     FlatBatch,
     FlatEntry,
     flat_entry,
-    invert_tags,
     tokens_of,
 )
 from loopctl_memory.jsonl import Batch, LineError, read_batches
-from loopctl_memory.sql.index import pack
+from loopctl_memory.sql.inversion import invert_tags
 
 Parsed = tuple[FlatEntry, list[str]]
 
@@ -374,7 +373,7 @@ def test_a_tag_repeated_on_one_entry_names_the_entry_once():
     assert [(1, p, t, t.lower()) for p, t in enumerate(["Dup", "x", "dup", "DUP", "x"])] == [
         tag for tag in batch.entries.tags if tag[0] == 1
     ]
-    tag_values = invert_tags(((tag[0], tag[3]) for tag in batch.entries.tags), {})
+    tag_values = invert_tags([(tag[0], tag[3]) for tag in batch.entries.tags]).by_term()
     assert {"tag1": [0], "dup": [1], "x": [1], "tag2": [2], "all": [2]} == tag_values
 
 
@@ -597,14 +596,6 @@ def through(postings: dict[str, set[int]], last: int) -> dict[str, set[int]]:
 
 def _unpack(blob: bytes) -> list[int]:
     return list(struct.unpack(f"<{len(blob) // 8}q", blob))
-
-
-def test_pack_writes_little_endian_int64s_and_refuses_wider_values():
-    assert b"" == pack([])
-    assert (1).to_bytes(8, "little") + (2**63 - 1).to_bytes(8, "little") == pack([1, 2**63 - 1])
-    assert [-(2**63), 0, 2**63 - 1] == _unpack(pack([-(2**63), 0, 2**63 - 1]))
-    with pytest.raises(struct.error):
-        pack([2**63])
 
 
 def test_tokens_split_as_rusts_split_whitespace():

@@ -28,19 +28,18 @@ These functions take a synchronous connection inside the caller's transaction
 
 from __future__ import annotations
 
-import bisect
-import itertools
-import struct
-import sys
-from array import array
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from sqlalchemy import Connection, Table, delete, func, select, update
 
 from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.bm25_tokens import document_tokens
-from loopctl_memory.flat import FlatBatch, invert_tags, invert_tokens
+from loopctl_memory.flat import FlatBatch
+from loopctl_memory.sql import inversion
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import (
     changes,
@@ -56,42 +55,9 @@ from loopctl_memory.sql.tables import (
 )
 
 _TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
+INT32_MAX = (1 << 31) - 1
 
-
-def pack32(values: Sequence[int]) -> bytes:
-    """Integers as little-endian int32s: how word counts and document lengths are stored.
-
-    Raises:
-        struct.error: a value does not fit in a signed 32-bit integer.
-
-    """
-    return struct.pack(f"<{len(values)}i", *values)
-
-
-def pack_all(lists: Iterable[Sequence[int]], code: str = "q") -> bytes:
-    """Lists of integers one after the other, each packed as :func:`pack` or :func:`pack32` does.
-
-    ``code`` "q" for int64s, "i" for int32s: one pass in C, where a call a list
-    would cost more than the packing.
-
-    Raises:
-        OverflowError: a value does not fit.
-
-    """
-    packed = array(code, itertools.chain.from_iterable(lists))
-    if sys.byteorder != "little":  # pragma: no cover - every platform we run on is little
-        packed.byteswap()
-    return packed.tobytes()
-
-
-def pack(values: Sequence[int]) -> bytes:
-    """Integers as little-endian int64s: how postings are stored.
-
-    Raises:
-        struct.error: a value does not fit in a signed 64-bit integer.
-
-    """
-    return struct.pack(f"<{len(values)}q", *values)
+Ints = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,19 +79,6 @@ _ANALYZED = [
     for table in (entries, tags, tokens, token_blocks, tag_values, tag_blocks, words, word_blocks)
 ]
 
-Postings = dict[str, list[int]]
-"""Term -> the seqs holding it, ascending."""
-
-
-@dataclass(slots=True)
-class WordCounts:
-    """What word postings carry beyond their seqs: counts, and each document's length."""
-
-    counts: dict[str, list[int]] = field(default_factory=dict)
-    """Word -> how many times each seq of its postings holds it."""
-    lengths: dict[int, int] = field(default_factory=dict)
-    """Seq -> how many words its document has (those with none are left out)."""
-
 
 def word_counts(memory_lower: str, tags_lower: Iterable[str]) -> dict[str, int]:
     """Each BM25 word of a document (lowercase memory, then tags) and how many times it holds it.
@@ -136,26 +89,6 @@ def word_counts(memory_lower: str, tags_lower: Iterable[str]) -> dict[str, int]:
     for word in document_tokens(memory_lower, tags_lower):  # a dict counts faster than a Counter
         held[word] = held.get(word, 0) + 1
     return held
-
-
-def invert_words(documents: Iterable[tuple[int, str, list[str]]], into: Postings) -> WordCounts:
-    """Add each (seq, lowercase memory, lowercase tags)'s BM25 words; return their counts."""
-    counted = WordCounts()
-    counts, lengths = counted.counts, counted.lengths
-    for seq, memory, tags_lower in documents:
-        held = word_counts(memory, tags_lower)
-        if not held:
-            continue
-        lengths[seq] = sum(held.values())
-        for word, times in held.items():
-            found = into.get(word)
-            if found is None:
-                into[word] = [seq]
-                counts[word] = [times]
-            else:
-                found.append(seq)
-                counts[word].append(times)
-    return counted
 
 
 def watermark(connection: Connection) -> int:
@@ -226,55 +159,41 @@ def index_tail(
     """Add every entry above the watermark to the postings.
 
     ``fresh``: the tail's newest entries, stored from ``first_seq`` on in this
-    transaction, whose tokens and tags are taken from memory; the older rest of
+    transaction, whose texts and tags are taken from memory; the older rest of
     the tail is read back. ``row_entries``: the most seqs one row of postings
     covers (the store's ``tail_limit``), so that rows stay far below the
     databases' limits on a value's size however large one write is.
     """
     start = watermark(connection)
-    by_token: Postings = {}
-    by_tag: Postings = {}
-    documents: list[tuple[int, str, list[str]]] = []
     read_before = first_seq if fresh is not None else None
-    last = _read_back(connection, start, read_before, by_token, by_tag, documents)
+    texts, tag_values = _read_back(connection, start, read_before)
     if fresh is not None and len(fresh):
-        invert_tokens(
-            ((first_seq + n, entry[3]) for n, entry in enumerate(fresh.entries)), by_token
-        )
-        invert_tags(((first_seq + tag[0], tag[3]) for tag in fresh.tags), by_tag)
-        fresh_tags: dict[int, list[str]] = {}
-        for tag in fresh.tags:
-            fresh_tags.setdefault(tag[0], []).append(tag[3])
-        documents.extend(
-            (first_seq + n, entry[3], fresh_tags.get(n, []))
-            for n, entry in enumerate(fresh.entries)
-        )
-        last = first_seq + len(fresh) - 1
-    if last == start:
+        texts.extend((first_seq + n, entry[3]) for n, entry in enumerate(fresh.entries))
+        tag_values.extend((first_seq + tag[0], tag[3]) for tag in fresh.tags)
+    if not texts:
         return
-    by_word: Postings = {}
-    word_counts = invert_words(documents, by_word)
-    _add_postings(connection, TOKENS, start + 1, by_token, row_entries)
-    _add_postings(connection, TAG_VALUES, start + 1, by_tag, row_entries)
-    _add_postings(connection, WORDS, start + 1, by_word, row_entries, word_counts)
-    connection.execute(update(index_state).values(indexed_through=last))
+    tags_of: dict[int, list[str]] = {}
+    for seq, value in tag_values:
+        tags_of.setdefault(seq, []).append(value)
+    word_postings, lengths = inversion.invert_words(
+        [(seq, text, tags_of.get(seq, [])) for seq, text in texts]
+    )
+    _add_postings(connection, TOKENS, start + 1, inversion.invert_tokens(texts), row_entries)
+    _add_postings(connection, TAG_VALUES, start + 1, inversion.invert_tags(tag_values), row_entries)
+    _add_postings(connection, WORDS, start + 1, word_postings, row_entries, lengths)
+    connection.execute(update(index_state).values(indexed_through=texts[-1][0]))
     backend_of(connection).after_indexing(connection, _ANALYZED)
 
 
-def _read_back(  # noqa: PLR0917 - one caller, the ranges and the three outputs
-    connection: Connection,
-    after: int,
-    before: int | None,
-    by_token: Postings,
-    by_tag: Postings,
-    documents: list[tuple[int, str, list[str]]],
-) -> int:
-    """Invert the stored entries with ``after < seq < before``; return the last seq read.
+def _read_back(
+    connection: Connection, after: int, before: int | None
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """Stored entries ``after < seq < before``: (seq, lowercase memory), (seq, lowercase tag).
 
-    Their (seq, lowercase memory, lowercase tags) go to ``documents``, for the word postings.
+    Both in seq order, an entry's tags in their order.
     """
     if before is not None and before <= after + 1:
-        return after
+        return [], []
     backend = backend_of(connection)
     decode = backend.decode
     limit = before if before is not None else INT64_MAX
@@ -283,102 +202,121 @@ def _read_back(  # noqa: PLR0917 - one caller, the ranges and the three outputs
         backend.sql("SELECT seq, memory_lower FROM entries WHERE seq > ? AND seq < ? ORDER BY seq"),
         (after, limit),
     ).all()
-    texts = [(int(seq), decode(text)) for seq, text in rows]
-    invert_tokens(texts, by_token)
     tag_rows = connection.exec_driver_sql(
         backend.sql(
             "SELECT entry_seq, tag_lower FROM tags WHERE entry_seq > ? AND entry_seq < ? "
             "ORDER BY entry_seq, position"
         ),
         (after, limit),
+    ).all()
+    return (
+        [(int(seq), decode(text)) for seq, text in rows],
+        [(int(seq), decode(value)) for seq, value in tag_rows],
     )
-    tags_of: dict[int, list[str]] = {}
-    for seq, stored in tag_rows:
-        tags_of.setdefault(int(seq), []).append(decode(stored))
-    invert_tags(((seq, tag) for seq, held in tags_of.items() for tag in held), by_tag)
-    documents.extend((seq, text, tags_of.get(seq, [])) for seq, text in texts)
-    return int(rows[-1][0]) if rows else after
 
 
 def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are written
     connection: Connection,
     vocabulary: TermTables,
     block: int,
-    by_term: Postings,
+    postings: inversion.BlockPostings,
     row_entries: int,
-    counted: WordCounts | None = None,
+    lengths: inversion.DocumentLengths | None = None,
 ) -> None:
-    """Add one block's postings (ascending seqs by term), creating or counting the terms.
+    """Add one block's postings, creating or counting the terms.
 
-    A row for each ``row_entries`` seqs from ``block`` on, numbered by its first.
-    ``counted``: for a counted vocabulary, each posting's count and each
-    document's length (the row holds those of its seqs, from its first to the
-    last with a word).
+    A row for each ``row_entries`` seqs from ``block`` on, numbered by its
+    first: its term ids ascending, each term's count of seqs, the seqs term
+    after term. A counted vocabulary's row also holds each posting's count and
+    the document ``lengths`` of its seqs, from its first to the last with a word.
     """
-    if not by_term:
+    terms = postings.terms
+    if not terms:
         return
     backend = backend_of(connection)
     table, term = vocabulary.terms.name, vocabulary.term
-    # In key order: each B-tree is then written front to back, not at random.
-    counts = sorted((backend.encode(text), len(seqs)) for text, seqs in by_term.items())
+    encoded = [backend.encode(text) for text in terms]
+    # Terms come sorted, so each B-tree is written front to back, not at random.
     # Upsert (SQLite >= 3.24 and PostgreSQL): new terms get an id, known ones a larger count.
     connection.exec_driver_sql(
         backend.sql(
             f"INSERT INTO {table} ({term}, entries) VALUES (?, ?) "  # noqa: S608
             f"ON CONFLICT ({term}) DO UPDATE SET entries = {table}.entries + excluded.entries"
         ),
-        counts,
+        list(
+            zip(encoded, np.bincount(postings.term_of, minlength=len(terms)).tolist(), strict=True)
+        ),
     )
     # Bound parameters, not a JSON list: terms may hold NUL, which SQLite's JSON cuts short.
-    known = [stored for stored, _ in counts]
     ids: dict[str, int] = {}
-    for start in range(0, len(known), _TERMS_PER_LOOKUP):
-        chunk = known[start : start + _TERMS_PER_LOOKUP]
+    decode = backend.decode
+    for start in range(0, len(encoded), _TERMS_PER_LOOKUP):
+        chunk = encoded[start : start + _TERMS_PER_LOOKUP]
         marks = ", ".join(["?"] * len(chunk))
         found = connection.exec_driver_sql(
             backend.sql(f"SELECT {term}, id FROM {table} WHERE {term} IN ({marks})"),  # noqa: S608
             tuple(chunk),
-        )
-        ids.update((backend.decode(text), term_id) for text, term_id in found)
+        ).all()
+        ids.update((decode(text), term_id) for text, term_id in found)
+    term_ids = np.fromiter(map(ids.__getitem__, terms), np.int64, len(terms))[postings.term_of]
+    seqs, counts = postings.seqs, postings.counts
     row_entries = max(row_entries, 1)
-    rows: dict[int, list[tuple[int, list[int], list[int]]]] = {}
-    for term_id, text in sorted((ids[text], text) for text in by_term):
-        seqs = by_term[text]
-        held = counted.counts[text] if counted is not None else seqs
-        start = 0
-        while start < len(seqs):
-            row = block + (seqs[start] - block) // row_entries * row_entries
-            end = bisect.bisect_left(seqs, row + row_entries, start)
-            rows.setdefault(row, []).append((term_id, seqs[start:end], held[start:end]))
-            start = end
+    rows = block + (seqs - block) // row_entries * row_entries
+    order = np.lexsort((seqs, term_ids, rows))
+    rows, term_ids, seqs, counts = rows[order], term_ids[order], seqs[order], counts[order]
+    cuts = np.flatnonzero(rows[1:] != rows[:-1]) + 1
     columns = "block, term_ids, lengths, seqs"
-    if counted is not None:
+    if lengths is not None:
         columns += ", counts, document_lengths"
     marks = ", ".join("?" * (len(columns.split(", "))))
+    values = []
+    for first, end in zip(
+        np.concatenate(([0], cuts)).tolist(), np.append(cuts, len(rows)).tolist(), strict=True
+    ):
+        held = term_ids[first:end]
+        starts = np.flatnonzero(np.concatenate(([True], held[1:] != held[:-1])))
+        row = int(rows[first])
+        value: tuple[Any, ...] = (
+            row,
+            _int64s(held[starts]),
+            _int64s(np.diff(np.append(starts, len(held)))),
+            _int64s(seqs[first:end]),
+        )
+        if lengths is not None:
+            value += (
+                _int32s(counts[first:end]),
+                _int32s(_row_lengths(lengths, row, row + row_entries)),
+            )
+        values.append(value)
     connection.exec_driver_sql(
         backend.sql(
             f"INSERT INTO {vocabulary.blocks.name} ({columns}) VALUES ({marks})"  # noqa: S608
         ),
-        [
-            (
-                row,
-                pack([term_id for term_id, _, _ in terms]),
-                pack([len(seqs) for _, seqs, _ in terms]),
-                pack_all(seqs for _, seqs, _ in terms),
-            )
-            + (() if counted is None else _counts_and_lengths(counted, row, terms, row_entries))
-            for row, terms in sorted(rows.items())
-        ],
+        values,
     )
 
 
-def _counts_and_lengths(
-    counted: WordCounts, row: int, terms: list[tuple[int, list[int], list[int]]], row_entries: int
-) -> tuple[bytes, bytes]:
-    """A word row's counts, term after term, and the lengths of its seqs from ``row`` on."""
-    lengths = counted.lengths
-    last = max((seq for seq in range(row, row + row_entries) if seq in lengths), default=row - 1)
-    return (
-        pack_all((held for _, _, held in terms), "i"),
-        pack32([lengths.get(seq, 0) for seq in range(row, last + 1)]),
-    )
+def _row_lengths(lengths: inversion.DocumentLengths, row: int, end: int) -> Ints:
+    """The document lengths of seqs ``row`` to the last with a word below ``end`` (0 for none)."""
+    low, high = np.searchsorted(lengths.seqs, [row, end]).tolist()
+    if low == high:
+        return np.empty(0, np.int64)
+    held = np.zeros(int(lengths.seqs[high - 1]) - row + 1, np.int64)
+    held[lengths.seqs[low:high] - row] = lengths.lengths[low:high]
+    return held
+
+
+def _int64s(values: Ints) -> bytes:
+    return values.astype("<i8", copy=False).tobytes()
+
+
+def _int32s(values: Ints) -> bytes:
+    """As little-endian int32s, which counts and lengths are stored as.
+
+    Raises:
+        OverflowError: a value does not fit (a document of over 2^31 words).
+
+    """
+    if len(values) and int(values.max()) > INT32_MAX:
+        raise OverflowError(f"{int(values.max())} does not fit in a 32-bit count")
+    return values.astype("<i4").tobytes()
