@@ -53,8 +53,8 @@ from loopctl_memory.sql.tables import (
     word_blocks,
     words,
 )
+from loopctl_memory.sql.term_ids import KnownTerms
 
-_TERMS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
 INT32_MAX = (1 << 31) - 1
 
 Ints = npt.NDArray[np.int64]
@@ -127,11 +127,11 @@ def write_position(connection: Connection) -> WritePosition:
     return WritePosition(max(int(top or 0), mark, int(removed or 0)) + 1, mark)
 
 
-def shorten_tail(connection: Connection, tail_limit: int) -> int:
+def shorten_tail(connection: Connection, tail_limit: int, known: KnownTerms | None = None) -> int:
     """Index the tail if it has reached ``tail_limit`` entries; return the watermark after."""
     position = write_position(connection)
     if position.tail_after(0) >= tail_limit:
-        index_tail(connection, row_entries=tail_limit)
+        index_tail(connection, row_entries=tail_limit, known=known)
         return watermark(connection)
     return position.indexed_through
 
@@ -155,6 +155,7 @@ def index_tail(
     first_seq: int = 0,
     *,
     row_entries: int,
+    known: KnownTerms | None = None,
 ) -> None:
     """Add every entry above the watermark to the postings.
 
@@ -163,6 +164,7 @@ def index_tail(
     the tail is read back. ``row_entries``: the most seqs one row of postings
     covers (the store's ``tail_limit``), so that rows stay far below the
     databases' limits on a value's size however large one write is.
+    ``known``: the store's term ids, learnt by its earlier writes.
     """
     start = watermark(connection)
     read_before = first_seq if fresh is not None else None
@@ -178,9 +180,12 @@ def index_tail(
     word_postings, lengths = inversion.invert_words(
         [(seq, text, tags_of.get(seq, [])) for seq, text in texts]
     )
-    _add_postings(connection, TOKENS, start + 1, inversion.invert_tokens(texts), row_entries)
-    _add_postings(connection, TAG_VALUES, start + 1, inversion.invert_tags(tag_values), row_entries)
-    _add_postings(connection, WORDS, start + 1, word_postings, row_entries, lengths)
+    known = known if known is not None else KnownTerms()
+    block = start + 1
+    tokens, tags = inversion.invert_tokens(texts), inversion.invert_tags(tag_values)
+    _add_postings(connection, TOKENS, block, tokens, row_entries, known=known)
+    _add_postings(connection, TAG_VALUES, block, tags, row_entries, known=known)
+    _add_postings(connection, WORDS, block, word_postings, row_entries, lengths, known)
     connection.execute(update(index_state).values(indexed_through=texts[-1][0]))
     backend_of(connection).after_indexing(connection, _ANALYZED)
 
@@ -222,8 +227,9 @@ def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are wr
     postings: inversion.BlockPostings,
     row_entries: int,
     lengths: inversion.DocumentLengths | None = None,
+    known: KnownTerms | None = None,
 ) -> None:
-    """Add one block's postings, creating or counting the terms.
+    """Add one block's postings, creating the terms not yet in the vocabulary.
 
     A row for each ``row_entries`` seqs from ``block`` on, numbered by its
     first: its term ids ascending, each term's count of seqs, the seqs term
@@ -233,32 +239,9 @@ def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are wr
     terms = postings.terms
     if not terms:
         return
-    backend = backend_of(connection)
-    table, term = vocabulary.terms.name, vocabulary.term
-    encoded = [backend.encode(text) for text in terms]
-    # Terms come sorted, so each B-tree is written front to back, not at random.
-    # Upsert (SQLite >= 3.24 and PostgreSQL): new terms get an id, known ones a larger count.
-    connection.exec_driver_sql(
-        backend.sql(
-            f"INSERT INTO {table} ({term}, entries) VALUES (?, ?) "  # noqa: S608
-            f"ON CONFLICT ({term}) DO UPDATE SET entries = {table}.entries + excluded.entries"
-        ),
-        list(
-            zip(encoded, np.bincount(postings.term_of, minlength=len(terms)).tolist(), strict=True)
-        ),
-    )
-    # Bound parameters, not a JSON list: terms may hold NUL, which SQLite's JSON cuts short.
-    ids: dict[str, int] = {}
-    decode = backend.decode
-    for start in range(0, len(encoded), _TERMS_PER_LOOKUP):
-        chunk = encoded[start : start + _TERMS_PER_LOOKUP]
-        marks = ", ".join(["?"] * len(chunk))
-        found = connection.exec_driver_sql(
-            backend.sql(f"SELECT {term}, id FROM {table} WHERE {term} IN ({marks})"),  # noqa: S608
-            tuple(chunk),
-        ).all()
-        ids.update((decode(text), term_id) for text, term_id in found)
-    term_ids = np.fromiter(map(ids.__getitem__, terms), np.int64, len(terms))[postings.term_of]
+    known = known if known is not None else KnownTerms()
+    ids = known.ids(connection, vocabulary.terms.name, vocabulary.term, terms)
+    term_ids = ids[postings.term_of]
     seqs, counts = postings.seqs, postings.counts
     row_entries = max(row_entries, 1)
     rows = block + (seqs - block) // row_entries * row_entries
@@ -288,6 +271,7 @@ def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are wr
                 _int32s(_row_lengths(lengths, row, row + row_entries)),
             )
         values.append(value)
+    backend = backend_of(connection)
     connection.exec_driver_sql(
         backend.sql(
             f"INSERT INTO {vocabulary.blocks.name} ({columns}) VALUES ({marks})"  # noqa: S608

@@ -47,6 +47,7 @@ from loopctl_memory.sql.tables import (
     scopes,
     tags,
 )
+from loopctl_memory.sql.term_ids import KnownTerms
 from loopctl_memory.sql.tuning import Tuning
 
 # Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
@@ -145,11 +146,14 @@ async def insert_entries(
     tuning: Tuning,
     base: str = "",
     known: Mapping[str, int] | None = None,
+    *,
+    term_ids: KnownTerms | None = None,
 ) -> tuple[int, dict[str, int]]:
     """Insert checked entries in order, index a long tail.
 
     Each entry goes into its scope (relative to ``base``, the writing view's scope);
-    ``known``: ids of scope names already looked up. Returns the watermark after,
+    ``known``: ids of scope names already looked up; ``term_ids``: the store's
+    term ids, for indexing. Returns the watermark after,
     and the id of each scope name the batch went into.
 
     Raises:
@@ -178,7 +182,9 @@ async def insert_entries(
         )
     if position.tail_after(len(batch)) < tuning.tail_limit:
         return position.indexed_through, ids
-    await connection.run_sync(index.index_tail, batch, first_seq, row_entries=tuning.tail_limit)
+    await connection.run_sync(
+        index.index_tail, batch, first_seq, row_entries=tuning.tail_limit, known=term_ids
+    )
     return first_seq + len(batch) - 1, ids
 
 

@@ -42,6 +42,7 @@ from loopctl_memory.sql import index, repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.repository import ScopeIds
+from loopctl_memory.sql.term_ids import KnownTerms
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
 
@@ -68,8 +69,9 @@ class _Shared:
     # holds the lock: the copy then only ever moves forward in time.
     ranking_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     watermark_seen: int = 0  # when single stores should check the tail's length
-    # A scope name keeps its id for ever, so a view asks for it once.
+    # A scope name (and a term) keeps its id for ever, so a view asks for it once.
     scope_ids: dict[str, int] = field(default_factory=lambda: {"": 0})
+    term_ids: KnownTerms = field(default_factory=KnownTerms)
 
 
 class SqlMemoryStore:
@@ -175,7 +177,9 @@ class SqlMemoryStore:
         limit = shared.tuning.tail_limit
         if seq - shared.watermark_seen >= limit:
             shared.watermark_seen = await self._unit.run(
-                "index", lambda c: c.run_sync(index.shorten_tail, limit), write=True
+                "index",
+                lambda c: c.run_sync(index.shorten_tail, limit, shared.term_ids),
+                write=True,
             )
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
@@ -200,7 +204,9 @@ class SqlMemoryStore:
         tuning = shared.tuning
         shared.watermark_seen, ids = await self._unit.run(
             "store",
-            lambda c: repository.insert_entries(c, batch, tuning, base, shared.scope_ids),
+            lambda c: repository.insert_entries(
+                c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids
+            ),
             write=True,
         )
         shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever

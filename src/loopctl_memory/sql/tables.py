@@ -154,7 +154,6 @@ def _vocabulary(name: str, term: str, what: str, blocks_name: str) -> tuple[Tabl
         metadata,
         Column("id", _Seq, primary_key=True, autoincrement=True),
         Column(term, Utf8Text(), nullable=False, unique=True, comment=what),
-        Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
     )
     blocks = Table(
         blocks_name,
@@ -176,7 +175,6 @@ words = Table(
     metadata,
     Column("id", _Seq, primary_key=True, autoincrement=True),
     Column("word", Utf8Text(), nullable=False, unique=True, comment="a BM25 token (a stem)"),
-    Column("entries", BigInteger(), nullable=False, comment="entries indexed with it, at most"),
 )
 """BM25's terms (see :mod:`loopctl_memory.bm25_tokens`), each with an id for the postings."""
 
