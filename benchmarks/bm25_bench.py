@@ -433,10 +433,11 @@ def section(results: Sequence[Result], options: Options, command: str) -> str:
             " a partition: bm25s at its fastest.",
             f"- Answers: the first {CHECKED} timed queries' ids of every bm25 child (unfiltered,"
             " filtered) equal `InMemoryStore(ranking='bm25')`'s, in order (sizes <= 100k).",
-            "- What bounds `open + first query`: a new process reads every entry's relevance"
-            " (and scope) from its row, as the reference does, then BM25's word postings; at 1M"
-            " the row fetch through the driver is most of it, and the file's pages are not always"
-            " in the OS cache here (the reference's own figure is in the same run).",
+            "- What bounds `open + first query`: a process that ranks by BM25 first learns which"
+            " entries live from one count (rows only where seqs are missing, or for their scopes"
+            " where there are scopes) and reads BM25's word postings, most of the time; the"
+            " reference reads every entry's relevance row by row and its token postings. The"
+            " file's pages are not always in the OS cache here.",
             "",
             "### Targets (issue 28)",
             "",

@@ -121,6 +121,28 @@ async def test_the_same_entries_and_scores_as_in_memory(store, ranking, seed):
         await _same(store, reference, query, ranking)
 
 
+@pytest.mark.parametrize("gaps", [False, True], ids=["every-seq-lives", "some-removed"])
+async def test_a_ranking_first_used_after_the_other_gives_the_same(store, ranking, gaps):
+    # A process reads only what its first ranking needs (BM25: which entries live, not
+    # their relevance); the other ranking, used later, must read the rest.
+    rng = random.Random(7)
+    reference = InMemoryStore()
+    batch = [_entry(rng) for _ in range(80)]
+    await store.store_many(batch)
+    await reference.store_many(batch)
+    if gaps:
+        for entry in batch[::7]:
+            assert await reference.delete(entry.id) == await store.delete(entry.id)
+    other = next(name for name in RANKINGS if name != ranking)
+    await _same(store, reference, "cache database", other)
+    more = [_entry(rng) for _ in range(20)]
+    await store.store_many(more)
+    await reference.store_many(more)
+    for query in QUERIES:
+        await _same(store, reference, query, ranking)
+        await _same(store, reference, query, other)
+
+
 @pytest.mark.parametrize("seed", [3, 4])
 async def test_a_filter_only_removes_entries_from_the_ranking(store, ranking, seed):
     rng = random.Random(seed)

@@ -89,6 +89,7 @@ def ranked(state: RankingState, reader: Reader, request: Request) -> list[tuple[
         tokens = query_tokens(request.query)
         return bm25.top_scored(state, reader, tokens, limit, scope, request.parameters, allowed)
     state.lexical(reader)
+    state.relevance(reader)
     return reference.top_scored(
         state,
         parse_query(request.query),

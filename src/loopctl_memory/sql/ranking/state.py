@@ -16,8 +16,9 @@ indexed block never costs a reload; after ``_MAX_SEGMENTS`` blocks (or a
 watermark that went back) the copy is read again whole.
 
 Each ranking's part is read the first time it is needed and kept current from
-then on: the token and tag postings and the tail (the reference ranking, tag
-filters), BM25's word postings (:mod:`~loopctl_memory.sql.ranking.words`),
+then on: the relevance in ``half`` and the token and tag postings and the tail
+(the reference ranking; the postings also serve tag filters; until then
+``half`` is 0.0 where an entry lives), BM25's word postings (:mod:`~loopctl_memory.sql.ranking.words`),
 the columns filters test (:mod:`~loopctl_memory.sql.ranking.columns`). A
 process pays in time and memory only for the rankings it uses.
 """
@@ -111,6 +112,9 @@ class RankingState:
         self._kept: OrderedDict[str, npt.NDArray[Any]] = OrderedDict()
         self._kept_bytes = 0
         self._loaded = False
+        # Whether ``half`` holds each entry's relevance, or only whether it lives (0.0):
+        # the reference ranking needs the relevance, BM25 only the entries.
+        self._relevance = False
         self._lexical = False  # the token and tag postings and the tail, read on first use
         self._blocks_added = 0
         self._words: WordIndex | None = None  # BM25's postings, read on first use
@@ -187,8 +191,19 @@ class RankingState:
             self._read_terms(connection)
         self._lexical = True
 
+    def relevance(self, connection: Reader) -> None:
+        """Read every entry's relevance into ``half``, if not yet: the reference ranks by it.
+
+        Until then ``half`` only tells which entries live (0.0, or -inf where none).
+        """
+        if self._relevance:
+            return
+        self._relevance = True
+        with connection.backend.reading_once(connection):
+            self._read_entries(connection, 0, self.top)
+
     def _read_entries(self, connection: Reader, after: int, through: int) -> None:
-        """Read the relevance of the entries with ``after < seq <= through``."""
+        """Read the entries with ``after < seq <= through``: which live, their scope, relevance."""
         half, scope_of = self.half, self.scope_of
         if len(half) <= through:
             size = max(through + 1, 2 * len(half))
@@ -199,18 +214,38 @@ class RankingState:
             grown_scopes[: len(scope_of)] = scope_of
             self.scope_of = scope_of = grown_scopes
         scoped = self._scopes_read > 0  # scopes other than the root exist
-        # Where every entry is the root's, a value fewer a row to fetch (most of the cost).
-        statement = f"SELECT seq, relevance{', scope_id' if scoped else ''} FROM entries"  # noqa: S608
+        if not scoped and not self._relevance and self._all_live(connection, after, through):
+            half[after + 1 : through + 1] = 0.0
+            scope_of[after + 1 : through + 1] = 0
+            return
+        # Each value fewer a row to fetch saves much of the cost.
+        columns = f"seq{', relevance' if self._relevance else ''}{', scope_id' if scoped else ''}"
         for rows in connection.chunks(
-            statement + " WHERE seq > ? AND seq <= ?", (after, through), _ROWS_PER_FETCH
+            f"SELECT {columns} FROM entries WHERE seq > ? AND seq <= ?",  # noqa: S608
+            (after, through),
+            _ROWS_PER_FETCH,
         ):
             seqs = np.fromiter((row[0] for row in rows), np.int64, len(rows))
-            relevance = np.fromiter((row[1] for row in rows), np.float64, len(rows))
-            # binary32 relevance times binary32 0.5, rounded to binary32, as the crate does
-            half[seqs] = relevance.astype(np.float32) * _HALF
+            if self._relevance:
+                relevance = np.fromiter((row[1] for row in rows), np.float64, len(rows))
+                # binary32 relevance times binary32 0.5, rounded to binary32, as the crate does
+                half[seqs] = relevance.astype(np.float32) * _HALF
+            else:
+                half[seqs] = 0.0
             scope_of[seqs] = (
-                np.fromiter((row[2] for row in rows), np.int64, len(rows)) if scoped else 0
+                np.fromiter((row[-1] for row in rows), np.int64, len(rows)) if scoped else 0
             )
+
+    @staticmethod
+    def _all_live(connection: Reader, after: int, through: int) -> bool:
+        """Whether an entry lives at every seq of ``after < seq <= through``, on a first read.
+
+        A count of the whole table walks its smallest index; no row is fetched.
+        """
+        if after != 0:
+            return False
+        (count,) = connection.one("SELECT count(*) FROM entries")
+        return int(count) == through
 
     def _apply_changes(self, connection: Reader, change: int) -> None:
         """Read again the entries removed or rewritten since the last change applied."""
