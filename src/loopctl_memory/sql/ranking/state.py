@@ -18,9 +18,10 @@ watermark that went back) the copy is read again whole.
 Each ranking's part is read the first time it is needed and kept current from
 then on: the relevance in ``half`` and the token and tag postings and the tail
 (the reference ranking; the postings also serve tag filters; until then
-``half`` is 0.0 where an entry lives), BM25's word postings (:mod:`~loopctl_memory.sql.ranking.words`),
-the columns filters test (:mod:`~loopctl_memory.sql.ranking.columns`). A
-process pays in time and memory only for the rankings it uses.
+``half`` is 0.0 where an entry lives), BM25's word postings
+(:mod:`~loopctl_memory.sql.ranking.words`), the columns filters test
+(:mod:`~loopctl_memory.sql.ranking.columns`). A process pays in time and
+memory only for the rankings it uses.
 """
 
 from __future__ import annotations
