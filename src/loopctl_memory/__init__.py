@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import (
     DuplicateEntryError,
+    EmbedderError,
     InvalidArgumentError,
     InvalidEntryError,
     LoopMemoryError,
@@ -20,7 +21,7 @@ from loopctl_memory.errors import (
     StoreClosedError,
 )
 from loopctl_memory.filters import MemoryFilter
-from loopctl_memory.protocol import LoopMemory
+from loopctl_memory.protocol import Embedder, LoopMemory
 
 if TYPE_CHECKING:
     from loopctl_memory import sync as sync  # the blocking API, a module of its own
@@ -36,6 +37,8 @@ __all__ = [
     "ConsolidationConfig",
     "ConsolidationStats",
     "DuplicateEntryError",
+    "Embedder",
+    "EmbedderError",
     "InMemoryStore",
     "InvalidArgumentError",
     "InvalidEntryError",

@@ -41,3 +41,13 @@ class StoreClosedError(StorageError):
 
 class ReadOnlyStoreError(StorageError):
     """A write was asked of a store opened with ``read_only=True``; nothing was written."""
+
+
+class EmbedderError(LoopMemoryError):
+    """The embedder failed, answered in the wrong shape, or is not the one the store records.
+
+    A write never raises it: an entry whose vector could not be made is stored
+    and left pending (see ``pending_embeddings``). A query ranked by vectors
+    does, when its vector cannot be made. The embedder's own exception, if
+    any, is chained as ``__cause__``.
+    """
