@@ -47,7 +47,7 @@ import Stemmer
 
 from benchmarks.lifecycle_bench import write_section
 from benchmarks.run import machine
-from loopctl_memory import MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
+from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
 
 LIMIT = 10
 """Answers asked for per question: the largest k measured."""
@@ -212,6 +212,71 @@ async def store_rankings(
     return answers
 
 
+class LookupEmbedder:
+    """Vectors looked up by exact text (``texts``/``vectors`` of an .npz): a model's, without it.
+
+    ``minilm-dev.npz`` holds all-MiniLM-L6-v2's vectors of every text and question of
+    the dev set, so the store ranks by that model's meaning and no model is downloaded.
+    """
+
+    def __init__(self, path: Path) -> None:
+        held = np.load(path)
+        self._rows = {text: n for n, text in enumerate(held["texts"].tolist())}
+        self._vectors = np.asarray(held["vectors"], np.float32)
+        self.name = f"lookup:{path.name}"
+        self.dims = int(self._vectors.shape[1])
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        return self._vectors[[self._rows[text] for text in texts]]
+
+    def embed_query(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+        vector: np.ndarray[Any, np.dtype[np.float32]] = self._vectors[self._rows[text]]
+        return vector
+
+
+EMBEDDING_RANKINGS = ("vector", "hybrid")
+
+
+async def embedding_rankings(
+    conversations: Sequence[Conversation], embedder: LookupEmbedder
+) -> dict[str, list[list[str]]]:
+    """The vector and hybrid rankings' answers, an ``InMemoryStore`` per conversation.
+
+    (Its vector and hybrid rankings are the definition the SQL store's are held to.)
+    """
+    answers: dict[str, list[list[str]]] = {name: [] for name in EMBEDDING_RANKINGS}
+    for talk in conversations:
+        entries = [
+            MemoryEntry(MemoryCategory.FACT, turn.memory, relevance=1.0) for turn in talk.turns
+        ]
+        store = InMemoryStore(embedder=embedder)
+        await store.store_many(entries)
+        if await store.pending_embeddings():
+            raise RuntimeError("the embedder could not embed every turn")
+        turn_of = {entry.id: turn.id for entry, turn in zip(entries, talk.turns, strict=True)}
+        for name in EMBEDDING_RANKINGS:
+            for question in talk.questions:
+                found = await store.retrieve(question.text, LIMIT, ranking=name)
+                answers[name].append([turn_of[entry.id] for entry in found])
+    return answers
+
+
+def cosine_rankings(
+    conversations: Sequence[Conversation], embedder: LookupEmbedder
+) -> list[list[str]]:
+    """Brute-force cosine over each conversation's vectors (no store): the vector row's oracle."""
+    answers: list[list[str]] = []
+    for talk in conversations:
+        rows = embedder.embed_documents([turn.memory for turn in talk.turns]).astype(np.float64)
+        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-30)
+        for question in talk.questions:
+            query = embedder.embed_query(question.text).astype(np.float64)
+            scores = rows @ (query / max(float(np.linalg.norm(query)), 1e-30))
+            best_first = np.argsort(-scores, kind="stable")
+            answers.append([talk.turns[i].id for i in best_first[:LIMIT]])
+    return answers
+
+
 def bm25s_rankings(conversations: Sequence[Conversation]) -> list[list[str]]:
     """``bm25s``'s answers (turn ids) to every question, one index per conversation."""
     stemmer = Stemmer.Stemmer("english")
@@ -279,7 +344,11 @@ def section(
             " recall@k: the mean share of a question's evidence turns among them. The `bm25s`"
             f" row is no store: `bm25s` itself (Lucene BM25, k1 {BM25_K1}, b {BM25_B}, its"
             " English stopwords and PyStemmer's English stems) over the same texts, positive"
-            " scores only, ties in turn order.",
+            " scores only, ties in turn order. The `vector` and `hybrid` rows (with `--vectors`)"
+            " are `InMemoryStore`'s, a store per conversation, its embedder looking the texts'"
+            " all-MiniLM-L6-v2 vectors up in the .npz; hybrid is `0.5 * bm25 / max(bm25) + 0.5 *"
+            " min-max-scaled cosine` (`loopctl_memory.fusion`). The brute-force row is numpy's"
+            " cosine over the same vectors.",
             END,
         ]
     )
@@ -290,6 +359,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
     parser.add_argument("--data", type=Path, required=True, help="locomo-dev.json or locomo10.json")
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
+    parser.add_argument(
+        "--vectors",
+        type=Path,
+        help="an .npz of texts and their vectors (minilm-dev.npz): adds the vector and hybrid rows",
+    )
     args = parser.parse_args(argv)
     conversations = load(args.data)
     questions = [question for talk in conversations for question in talk.questions]
@@ -301,6 +375,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             measure(bm25s_rankings(conversations), questions),
         )
     )
+    if args.vectors is not None:
+        embedder = LookupEmbedder(args.vectors)
+        found = asyncio.run(embedding_rankings(conversations, embedder))
+        rows += [(f"`{name}`", measure(found[name], questions)) for name in EMBEDDING_RANKINGS]
+        rows.append(
+            (
+                f"cosine, brute force (no store; `{args.vectors.name}`)",
+                measure(cosine_rankings(conversations, embedder), questions),
+            )
+        )
     command = " ".join(["python -m benchmarks.quality", *(argv or sys.argv[1:])])
     text = section(rows, conversations, args.data, command)
     print(text)

@@ -7,9 +7,12 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
-from loopctl_memory import bm25, lifecycle
+import numpy as np
+
+from loopctl_memory import bm25, embedding, fusion, lifecycle
 from loopctl_memory.binary32 import f32
 from loopctl_memory.bm25_tokens import document_tokens, query_tokens
+from loopctl_memory.embedding import EMBEDDING_RANKINGS, QueryVectors, Vectors
 from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
@@ -19,9 +22,10 @@ from loopctl_memory.entry import (
     validate_id,
     validate_query,
 )
-from loopctl_memory.errors import DuplicateEntryError, InvalidArgumentError
+from loopctl_memory.errors import DuplicateEntryError, EmbedderError, InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.protocol import Embedder
 from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, parse_query
 
 
@@ -60,8 +64,14 @@ class InMemoryStore:
         clock: the current time (timezone-aware) for decay, access stamps and
             ``forget(older_than=timedelta)``; default ``datetime.now(UTC)``.
         ranking: what :meth:`retrieve` ranks by when a call names none:
-            ``"reference"`` (loopctl 0.1.0, the default) or ``"bm25"``.
+            ``"reference"`` (loopctl 0.1.0, the default), ``"bm25"``, or, with
+            an embedder, ``"vector"`` or ``"hybrid"``.
         bm25_k1, bm25_b: BM25's parameters (see :mod:`loopctl_memory.bm25`).
+        embedder: makes each entry's vector when it is stored or its memory
+            changes (see :mod:`loopctl_memory.embedding`); an entry whose vector
+            could not be made is stored anyway and pending until
+            :meth:`embed_pending` (or a later write) makes it.
+        embed_timeout: seconds an embedder call may take (default 30).
 
     Example:
         >>> import asyncio
@@ -84,6 +94,8 @@ class InMemoryStore:
         ranking: str = "reference",
         bm25_k1: float = bm25.DEFAULT_K1,
         bm25_b: float = bm25.DEFAULT_B,
+        embedder: Embedder | None = None,
+        embed_timeout: float = embedding.DEFAULT_TIMEOUT,
     ) -> None:
         if type(track_access) is not bool:
             raise InvalidArgumentError(
@@ -95,7 +107,13 @@ class InMemoryStore:
             ConsolidationConfig() if consolidation is None else _check_config(consolidation)
         )
         self._track_access = track_access
-        self._ranking = bm25.check_ranking(ranking)
+        self._embedder = None if embedder is None else embedding.check_embedder(embedder)
+        self._embed_timeout = embedding.check_timeout(embed_timeout)
+        # Each entry's vector with the memory text it was made from: one made from
+        # another text (the memory changed since) is no vector, and the entry pending.
+        self._vectors: dict[uuid.UUID, tuple[str, Vectors]] = {}
+        self._query_vectors = QueryVectors()
+        self._ranking = self._check_ranking(ranking)
         self._bm25 = bm25.Bm25Parameters(bm25_k1, bm25_b)
         self._clock: Callable[[], datetime] = _utc_now if clock is None else clock
         self._entries: list[MemoryEntry] = []
@@ -112,13 +130,85 @@ class InMemoryStore:
         self._entries.extend(entries)
         self._ids.update(seen)
 
+    def _check_ranking(self, ranking: object) -> str:
+        if isinstance(ranking, str) and ranking in EMBEDDING_RANKINGS:
+            if self._embedder is None:
+                raise InvalidArgumentError(f"ranking {ranking!r} needs a store with an embedder")
+            return ranking
+        return bm25.check_ranking(ranking)
+
     async def store(self, entry: MemoryEntry) -> None:
-        """Append ``entry`` (a copy of it)."""
-        self._append_all([validate_entry(entry)])
+        """Append ``entry`` (a copy of it); make its vector, or leave it pending."""
+        await self.store_many([entry])
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
-        """Append every entry, or none if any is invalid."""
-        self._append_all([validate_entry(entry) for entry in entries])
+        """Append every entry, or none if any is invalid; make their vectors, or leave them pending.
+
+        An embedder that fails never fails the write. One that succeeds also
+        makes the vectors of entries left pending before (as many again, at most).
+        """
+        checked = [validate_entry(entry) for entry in entries]
+        made = await self._try_embed(checked)
+        self._append_all(checked)
+        if made is not None and checked:
+            self._keep_vectors(checked, made)
+            pending = self._pending()[: len(checked)]
+            if pending:
+                self._keep_vectors(pending, await self._try_embed(pending))
+
+    async def _try_embed(self, entries: list[MemoryEntry]) -> Vectors | None:
+        """The vectors of ``entries``' memories; None with no embedder or when it fails."""
+        if self._embedder is None or not entries:
+            return None
+        try:
+            return await embedding.embed_documents(
+                self._embedder, [entry.memory for entry in entries], self._embed_timeout
+            )
+        except EmbedderError:
+            return None
+
+    def _keep_vectors(self, entries: list[MemoryEntry], made: Vectors | None) -> None:
+        if made is not None:
+            for entry, vector in zip(entries, made, strict=True):
+                self._vectors[entry.id] = (entry.memory, vector)
+
+    def _pending(self) -> list[MemoryEntry]:
+        """The entries without a vector of their current memory, in insertion order."""
+        if self._embedder is None:
+            return []
+        vectors = self._vectors
+        return [
+            entry
+            for entry in self._entries
+            if (held := vectors.get(entry.id)) is None or held[0] != entry.memory
+        ]
+
+    async def pending_embeddings(self) -> int:
+        """How many entries have no vector yet (0 without an embedder)."""
+        return len(self._pending())
+
+    async def embed_pending(self, batch_size: int = 256) -> int:
+        """Make the vectors of the pending entries, ``batch_size`` at a time; return how many.
+
+        Raises:
+            InvalidArgumentError: ``batch_size`` is not an int >= 1.
+            EmbedderError: the embedder failed; the batches before it are kept.
+
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        made = 0
+        pending = self._pending()
+        embedder = self._embedder
+        for start in range(0, len(pending), batch_size):
+            batch = pending[start : start + batch_size]
+            assert embedder is not None  # noqa: S101 - pending entries need one
+            vectors = await embedding.embed_documents(
+                embedder, [entry.memory for entry in batch], self._embed_timeout
+            )
+            self._keep_vectors(batch, vectors)
+            made += len(batch)
+        return made
 
     def _now(self) -> datetime:
         return lifecycle.check_now(self._clock())
@@ -158,10 +248,12 @@ class InMemoryStore:
         anyway); the ranking among them is unchanged.
         """
         validate_query(query, limit)
-        chosen = self._ranking if ranking is None else bm25.check_ranking(ranking)
+        chosen = self._ranking if ranking is None else self._check_ranking(ranking)
         passes = check_filter(filter)
         if chosen == "bm25":
             scored = self._bm25_scored(query)
+        elif chosen in EMBEDDING_RANKINGS:
+            scored = await self._embedding_scored(query, chosen)
         else:
             parsed = parse_query(query)
             scored = [
@@ -177,9 +269,9 @@ class InMemoryStore:
         if self._track_access:
             entries = [entry for _, entry in chosen_entries]
             matches = (
-                [True] * len(entries)
-                if chosen == "bm25"
-                else lifecycle.access_matches(query, entries)
+                lifecycle.access_matches(query, entries)
+                if chosen == "reference"
+                else [True] * len(entries)
             )
             accessed = [entry for entry, matched in zip(entries, matches, strict=True) if matched]
             if accessed:  # the clock is read only when there is something to stamp
@@ -192,6 +284,36 @@ class InMemoryStore:
         scores = bm25.scores(query_tokens(query), documents, self._bm25)
         return [
             (score, entry) for score, entry in zip(scores, self._entries, strict=True) if score > 0
+        ]
+
+    async def _embedding_scored(self, query: str, ranking: str) -> list[tuple[float, MemoryEntry]]:
+        """The entries ``ranking`` (vector or hybrid) returns, in insertion order, with scores.
+
+        Raises:
+            EmbedderError: the query's vector could not be made.
+
+        """
+        embedder = self._embedder
+        assert embedder is not None  # noqa: S101 - checked with the ranking
+        wanted = await self._query_vectors.vector(embedder, query, self._embed_timeout)
+        entries = self._entries
+        has_vector = np.zeros(len(entries), np.bool_)
+        rows = np.zeros((len(entries), embedder.dims), np.float32)
+        for n, entry in enumerate(entries):
+            held = self._vectors.get(entry.id)
+            if held is not None and held[0] == entry.memory:
+                has_vector[n] = True
+                rows[n] = held[1]
+        cosines = embedding.cosines(rows, wanted)
+        if ranking == "vector":
+            return [(float(cosines[n]), entries[n]) for n in np.flatnonzero(has_vector)]
+        documents = [_document(entry.memory, tuple(entry.tags)) for entry in entries]
+        lexical = np.array(bm25.scores(query_tokens(query), documents, self._bm25), np.float64)
+        lexical = np.where(lexical > 0, lexical, 0.0)
+        scores = fusion.hybrid_scores(lexical, cosines, has_vector)
+        return [
+            (float(scores[n]), entries[n])
+            for n in np.flatnonzero(fusion.competing(lexical, has_vector))
         ]
 
     async def consolidate(
@@ -215,11 +337,13 @@ class InMemoryStore:
             result = lifecycle.consolidate_entries(self._entries, config, self._now())
             self._entries = result.entries
             self._ids = {entry.id for entry in result.entries}
+            self._forget_vectors()  # a merged entry's new text is pending
             return result.stats
         before = len(self._entries)
         kept = [entry for entry in self._entries if f32(entry.relevance) >= PRUNE_BELOW]
         self._entries = kept
         self._ids = {entry.id for entry in kept}
+        self._forget_vectors()
         return ConsolidationStats(
             entries_before=before, entries_after=len(kept), pruned=before - len(kept)
         )
@@ -250,6 +374,7 @@ class InMemoryStore:
             if entry.id == entry_id:
                 del self._entries[index]
                 self._ids.discard(entry_id)
+                self._vectors.pop(entry_id, None)
                 return True
         return False
 
@@ -288,7 +413,7 @@ class InMemoryStore:
         """Change the given fields of the entry with this id; return it updated, or None.
 
         The entry keeps its id, ``created_at``, access stamps and place in
-        insertion order.
+        insertion order. A new memory gets a new vector, or is pending.
 
         Raises:
             InvalidEntryError: a new value is invalid (whether or not the id is
@@ -310,6 +435,8 @@ class InMemoryStore:
         for index, entry in enumerate(self._entries):
             if entry.id == entry_id:
                 self._entries[index] = updated = changed(entry)
+                if updated.memory != entry.memory:  # its vector is of the old text: make another
+                    self._keep_vectors([updated], await self._try_embed([updated]))
                 return copy_entry(updated)
         changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid values fail for any id
         return None
@@ -347,7 +474,13 @@ class InMemoryStore:
         if forgotten:
             self._entries = kept
             self._ids = {entry.id for entry in kept}
+            self._forget_vectors()
         return forgotten
+
+    def _forget_vectors(self) -> None:
+        """Drop the vectors of entries no longer stored."""
+        ids = self._ids
+        self._vectors = {key: held for key, held in self._vectors.items() if key in ids}
 
     async def close(self) -> None:
         """Nothing to release; present so every backend closes the same way."""

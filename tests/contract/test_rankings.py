@@ -255,7 +255,7 @@ async def test_the_store_default_ranking_is_what_retrieve_uses(ranking, tmp_path
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"ranking": "vector"}, "ranking must be one of"),
+        ({"ranking": "cosine"}, "ranking must be one of"),
         ({"bm25_k1": -1}, "bm25_k1 must be"),
         ({"bm25_b": 1.5}, "bm25_b must be between"),
         ({"bm25_k1": "0.9"}, "bm25_k1 must be a number"),

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from benchmarks import quality
 from benchmarks.quality import Question, Turn
+
+from tests.embedders import WordsEmbedder
 
 TURNS = [
     {"id": "D1:1", "speaker": "Ann", "text": "I adopted a puppy named Rex."},
@@ -91,3 +94,25 @@ async def test_the_store_and_bm25s_answer_turn_ids(tmp_path):
     # "bob", "paint"), best first; the last two score alike and come in turn order.
     assert [["D1:1", "D2:1"], ["D1:2", "D2:2"]] == quality.bm25s_rankings(conversations)
     assert quality.bm25s_rankings(conversations) == answers["bm25"]  # the store's, the same
+
+
+async def test_the_vector_rankings_are_the_brute_force_cosine_and_its_fusion(tmp_path):
+    dev = tmp_path / "dev.json"
+    dev.write_text(
+        json.dumps({"conversations": [{"conversation": "7", "turns": TURNS, "questions": QA}]})
+    )
+    conversations = quality.load(dev)
+    texts = [turn.memory for turn in conversations[0].turns]
+    texts += [question.text for question in conversations[0].questions]
+    vectors = WordsEmbedder(dims=8).embed_documents(texts)
+    np.savez(tmp_path / "vectors.npz", texts=np.array(texts), vectors=vectors)
+    embedder = quality.LookupEmbedder(tmp_path / "vectors.npz")
+    found = await quality.embedding_rankings(conversations, embedder)
+    assert found["vector"] == quality.cosine_rankings(conversations, embedder)
+    assert all(len(ranked) == len(TURNS) for ranked in found["vector"])
+    # Each question's best hybrid answer is an evidence turn (both share its words).
+    questions = conversations[0].questions
+    assert all(
+        ranked[0] in question.evidence
+        for ranked, question in zip(found["hybrid"], questions, strict=True)
+    )

@@ -1,0 +1,169 @@
+"""Calling the user's embedder, and what a vector score is.
+
+An :class:`~loopctl_memory.protocol.Embedder` may be synchronous (a local
+model: it runs in a worker thread, so the event loop keeps serving) or
+asynchronous (an HTTP endpoint). Either way the call is bounded by a timeout
+and its answer checked: one finite row of ``dims`` numbers a text. A stored
+vector is that row in binary32 scaled to unit length (a zero row stays zero),
+so a cosine is a dot product.
+
+The ``vector`` score of an entry is the cosine of its vector and the query's:
+the binary64 sum of the binary32 unit vectors' products, rounded to binary32.
+Every product is exact in binary64, so the score does not depend on the order
+of the sum except in the last bit of rare binary64 roundings; a brute-force
+numpy cosine over the same vectors is its oracle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from loopctl_memory.errors import EmbedderError, InvalidArgumentError
+from loopctl_memory.protocol import Embedder
+
+Vectors = npt.NDArray[np.float32]
+"""Unit vectors, one row a text (binary32)."""
+
+EMBEDDING_RANKINGS = ("vector", "hybrid")
+"""The rankings that need the store's embedder."""
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds an embedder call may take before the write goes on without its vectors."""
+
+_QUERIES_KEPT = 256
+
+
+def check_embedder(embedder: object) -> Embedder:
+    """``embedder`` if it has what the protocol asks (a name, dims >= 1, the two methods).
+
+    Raises:
+        InvalidArgumentError: it does not.
+
+    """
+    if not isinstance(embedder, Embedder):
+        raise InvalidArgumentError(
+            "embedder must have name, dims, embed_documents and embed_query,"
+            f" not {type(embedder).__name__}"
+        )
+    name, dims = embedder.name, embedder.dims
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"an embedder's name must be a non-empty str, not {name!r}")
+    if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
+        raise InvalidArgumentError(f"an embedder's dims must be an int >= 1, not {dims!r}")
+    return embedder
+
+
+def check_timeout(timeout: object) -> float:
+    """``timeout`` as seconds (a positive finite number).
+
+    Raises:
+        InvalidArgumentError: it is not.
+
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise InvalidArgumentError(f"embed_timeout must be a number, not {type(timeout).__name__}")
+    if not 0 < timeout < float("inf"):
+        raise InvalidArgumentError(f"embed_timeout must be > 0 and finite, got {timeout!r}")
+    return float(timeout)
+
+
+async def embed_documents(embedder: Embedder, texts: Sequence[str], seconds: float) -> Vectors:
+    """The unit vectors of ``texts``, one row each.
+
+    Raises:
+        EmbedderError: the embedder raised, took longer than ``seconds``, or
+            answered in another shape or with a number not finite.
+
+    """
+    if not texts:
+        return np.empty((0, embedder.dims), np.float32)
+    found = await _call(embedder, embedder.embed_documents, list(texts), seconds)
+    return unit_rows(found, len(texts), embedder.dims)
+
+
+async def embed_query(embedder: Embedder, text: str, seconds: float) -> Vectors:
+    """The unit vector of a query (shape ``(dims,)``); raises as :func:`embed_documents`."""
+    found = await _call(embedder, embedder.embed_query, text, seconds)
+    rows = unit_rows([np.asarray(found)], 1, embedder.dims)
+    vector: Vectors = rows[0]
+    return vector
+
+
+class _RaisedError(Exception):
+    """The embedder's own exception, told apart from the wait's timeout (both may be one)."""
+
+
+async def _call(embedder: Embedder, method: Any, argument: Any, seconds: float) -> Any:
+    async def guarded() -> Any:
+        try:
+            if inspect.iscoroutinefunction(method):
+                return await method(argument)
+            # A thread: a local model computes for a while, and the event loop goes on.
+            return await asyncio.to_thread(method, argument)
+        except Exception as exc:  # the user's code may raise anything
+            raise _RaisedError from exc
+
+    try:
+        return await asyncio.wait_for(guarded(), seconds)
+    except _RaisedError as failed:
+        cause = failed.__cause__
+        message = f"embedder {embedder.name!r} failed: {type(cause).__name__}: {cause}"
+        raise EmbedderError(message.splitlines()[0]) from cause
+    except TimeoutError as exc:
+        raise EmbedderError(f"embedder {embedder.name!r} took longer than {seconds:g} s") from exc
+
+
+def unit_rows(values: Any, count: int, dims: int) -> Vectors:
+    """``values`` as ``count`` binary32 rows of ``dims``, each scaled to unit length.
+
+    Raises:
+        EmbedderError: another shape, or a number not finite.
+
+    """
+    try:
+        rows = np.asarray(values, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbedderError(f"the embedder gave no array of numbers: {exc}") from exc
+    if rows.shape != (count, dims):
+        raise EmbedderError(f"the embedder gave shape {rows.shape}, not ({count}, {dims})")
+    if not np.isfinite(rows).all():
+        raise EmbedderError("the embedder gave a number that is not finite")
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64)).astype(np.float32)
+    safe = np.where(norms > 0, norms, np.float32(1))
+    return np.ascontiguousarray(rows / safe[:, None], dtype=np.float32)
+
+
+def cosines(vectors: Vectors, query: Vectors) -> npt.NDArray[np.float64]:
+    """The ``vector`` score of each row of ``vectors`` for ``query`` (see the module)."""
+    if not len(vectors):
+        return np.empty(0, np.float64)
+    exact = vectors.astype(np.float64) @ query.astype(np.float64)
+    return exact.astype(np.float32).astype(np.float64)
+
+
+class QueryVectors:
+    """The last queries' vectors, so a repeated query does not call the embedder again."""
+
+    def __init__(self, kept: int = _QUERIES_KEPT) -> None:
+        self._kept = kept
+        self._vectors: OrderedDict[tuple[str, str], Vectors] = OrderedDict()
+
+    async def vector(self, embedder: Embedder, text: str, seconds: float) -> Vectors:
+        """The unit vector of query ``text`` by ``embedder``; raises as :func:`embed_query`."""
+        key = (embedder.name, text)
+        found = self._vectors.get(key)
+        if found is not None:
+            self._vectors.move_to_end(key)
+            return found
+        found = await embed_query(embedder, text, seconds)
+        self._vectors[key] = found
+        if len(self._vectors) > self._kept:
+            self._vectors.popitem(last=False)
+        return found
