@@ -1,0 +1,166 @@
+"""Embedders: the adapters that turn texts into vectors for a store ranked by meaning.
+
+An embedder is any object that satisfies :class:`loopctl_memory.Embedder`: a
+``name`` (recorded with the store's vectors), ``dims``, and two methods,
+``embed_documents`` and ``embed_query``, so that asymmetric models can prompt
+the two differently. This package holds ready adapters, each behind an extra
+so that the library itself needs none of their dependencies:
+
+* :class:`SentenceTransformerEmbedder`, a local model of sentence-transformers
+  (``pip install 'loopctl-memory[sentence-transformers]'``);
+* :class:`FastEmbedEmbedder`, a local ONNX model of fastembed
+  (``pip install 'loopctl-memory[fastembed]'``);
+* :class:`OpenAICompatibleEmbedder`, an OpenAI-compatible ``/embeddings``
+  endpoint, asynchronous (OpenAI, Ollama, vLLM, LiteLLM...; the ``http`` extra,
+  or the ``httpx2`` that the MCP SDK already installs).
+
+``pip install 'loopctl-memory[embedders]'`` installs all three. Each adapter
+imports its library only when it is used, and says which extra to install
+when the library is missing. :func:`embedder_from_spec` builds one from a
+``"provider:model"`` string, as a command line or a configuration file gives it.
+
+Example:
+    >>> from loopctl_memory.embedders import embedder_from_spec
+    >>> embedder = embedder_from_spec("sentence-transformers:all-MiniLM-L6-v2")  # doctest: +SKIP
+    >>> embedder.dims  # doctest: +SKIP
+    384
+
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from loopctl_memory.errors import EmbedderError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from loopctl_memory.embedders.fastembed import FastEmbedEmbedder
+    from loopctl_memory.embedders.http import OpenAICompatibleEmbedder
+    from loopctl_memory.embedders.sentence_transformers import SentenceTransformerEmbedder
+    from loopctl_memory.protocol import Embedder
+
+__all__ = [
+    "FastEmbedEmbedder",
+    "OpenAICompatibleEmbedder",
+    "SentenceTransformerEmbedder",
+    "embedder_from_spec",
+]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+"""Where ``"openai:<model>"`` sends its requests unless ``base_url`` or ``OPENAI_BASE_URL`` says."""
+
+OLLAMA_BASE_URL = "http://localhost:11434/v1"
+"""Where ``"ollama:<model>"`` sends its requests unless ``base_url`` says (Ollama's OpenAI API)."""
+
+PROVIDERS = ("fastembed", "ollama", "openai", "sentence-transformers")
+"""The providers :func:`embedder_from_spec` knows, as a spec names them."""
+
+_LAZY = {
+    "FastEmbedEmbedder": "loopctl_memory.embedders.fastembed",
+    "OpenAICompatibleEmbedder": "loopctl_memory.embedders.http",
+    "SentenceTransformerEmbedder": "loopctl_memory.embedders.sentence_transformers",
+}
+
+
+def embedder_from_spec(spec: str, **options: Any) -> Embedder:
+    """Build the embedder a ``"provider:model"`` spec names.
+
+    Args:
+        spec: ``"sentence-transformers:<model>"``, ``"fastembed:<model>"``,
+            ``"openai:<model>"`` or ``"ollama:<model>"``. The model is everything
+            after the first colon (``"ollama:nomic-embed-text:latest"`` works).
+        **options: Keyword arguments of the adapter's constructor. For
+            ``openai``, ``base_url`` defaults to ``$OPENAI_BASE_URL``, else
+            :data:`OPENAI_BASE_URL`, and ``api_key`` to ``$OPENAI_API_KEY``. For
+            ``ollama``, ``base_url`` defaults to :data:`OLLAMA_BASE_URL` and no
+            key is sent unless ``api_key`` is given.
+
+    Returns:
+        The adapter, named ``spec`` (``"openai:text-embedding-3-small"``); an
+        ``openai`` or ``ollama`` one takes a ``name`` option instead, if given.
+
+    Raises:
+        InvalidArgumentError: The spec is not ``provider:model`` or names an
+            unknown provider.
+        EmbedderError: The provider's library is not installed (the message
+            names the extra to install), or the model could not be loaded.
+
+    """
+    provider, _, model = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if provider not in PROVIDERS or not model:
+        raise InvalidArgumentError(
+            f"embedder spec must be PROVIDER:MODEL with PROVIDER one of "
+            f"{', '.join(PROVIDERS)}, not {spec!r}"
+        )
+    # Imported here, not above: a spec loads only its own adapter (and the HTTP one its client).
+    if provider == "sentence-transformers":
+        from loopctl_memory.embedders.sentence_transformers import (  # noqa: PLC0415
+            SentenceTransformerEmbedder,
+        )
+
+        return SentenceTransformerEmbedder(model, **options)
+    if provider == "fastembed":
+        from loopctl_memory.embedders.fastembed import FastEmbedEmbedder  # noqa: PLC0415
+
+        return FastEmbedEmbedder(model, **options)
+    from loopctl_memory.embedders.http import OpenAICompatibleEmbedder  # noqa: PLC0415
+
+    if provider == "openai":
+        options.setdefault("base_url", os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL)
+        options.setdefault("api_key", os.environ.get("OPENAI_API_KEY") or None)
+    else:
+        options.setdefault("base_url", OLLAMA_BASE_URL)
+    options.setdefault("name", f"{provider}:{model}")
+    return OpenAICompatibleEmbedder(model, **options)
+
+
+def __getattr__(name: str) -> Any:
+    # An adapter's module is loaded on first use: the HTTP one needs its client library.
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# --- for the adapters ------------------------------------------------------------------
+
+
+def missing_extra(library: str, extra: str) -> EmbedderError:
+    """The error of an adapter whose library is not installed: one line naming the extra."""
+    return EmbedderError(f"{library} is not installed: pip install 'loopctl-memory[{extra}]'")
+
+
+def import_extra(module: str, extra: str) -> ModuleType:
+    """Import ``module``, the library behind ``extra``.
+
+    Raises:
+        EmbedderError: It cannot be imported; the ``ImportError`` is chained.
+
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise missing_extra(module, extra) from exc
+
+
+def float32_rows(vectors: Any, count: int, dims: int, name: str) -> npt.NDArray[np.float32]:
+    """``vectors`` as a float32 array of shape ``(count, dims)``.
+
+    Raises:
+        EmbedderError: They are not finite numbers of that shape.
+
+    """
+    try:
+        rows = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbedderError(f"{name}: vectors that are not numbers: {exc}") from exc
+    if rows.shape != (count, dims):
+        raise EmbedderError(f"{name}: vectors of shape {rows.shape}, expected {(count, dims)}")
+    if not np.isfinite(rows).all():
+        raise EmbedderError(f"{name}: a vector that is not finite (NaN, inf or null)")
+    return rows
