@@ -54,6 +54,8 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         "word_blocks",
         "changes",
         "scopes",
+        "embedders",
+        "vectors",
     } == tables
 
 

@@ -135,6 +135,7 @@ index_state = Table(
         server_default="0",
         comment="raised by a change to many entries at once: every copy is read again",
     ),
+    Column("embedder_id", BigInteger(), nullable=True, comment="the embedder whose vectors rank"),
     CheckConstraint("id = 1", name="single_row"),
 )
 
@@ -194,3 +195,35 @@ word_blocks = Table(
     ),
 )
 """The word postings of each indexed block: which entries hold each BM25 term, how often."""
+
+# --- vectors (see loopctl_memory.embedding) ------------------------------------
+
+embedders = Table(
+    "embedders",
+    metadata,
+    Column("id", _Seq, primary_key=True, autoincrement=True),
+    Column("name", Utf8Text(), nullable=False, unique=True, comment="the model's id"),
+    Column("dims", Integer(), nullable=False, comment="numbers a vector"),
+    Column("spec", Utf8Text(), nullable=True, comment="how the CLI makes it again, if it can"),
+)
+"""Every embedder a store's vectors came from; ``index_state`` names the one that ranks."""
+
+vectors = Table(
+    "vectors",
+    metadata,
+    Column(
+        "entry_seq",
+        _Seq,
+        ForeignKey(entries.c.seq, ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column(
+        "embedder_id",
+        BigInteger(),
+        ForeignKey(embedders.c.id, ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("vector", LargeBinary(), nullable=False, comment="binary32 little-endian, unit length"),
+    sqlite_with_rowid=False,
+)
+"""An entry's vector by an embedder, made from its current memory (a rewrite deletes it)."""
