@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -22,7 +23,7 @@ from loopctl_memory import (
 from tests.sync_adapter import AsyncOverSync
 
 AnyStore = InMemoryStore | SqlMemoryStore | AsyncOverSync
-StoreFactory = Callable[[], Awaitable[AnyStore]]
+StoreFactory = Callable[..., Awaitable[AnyStore]]
 
 POSTGRES_URL_VARIABLE = "LOOPCTL_MEMORY_TEST_POSTGRES_URL"
 
@@ -119,22 +120,22 @@ async def store_factory(backend: str, tmp_path: Path) -> AsyncIterator[StoreFact
     """
     opened: list[AnyStore] = []
 
-    async def make() -> AnyStore:
+    async def make(**options: Any) -> AnyStore:
         made: AnyStore
         database = base_backend(backend)
         if backend.endswith(SYNC):
-            made = AsyncOverSync(sync.open_store(tmp_path / "memory.db"))
+            made = AsyncOverSync(sync.open_store(tmp_path / "memory.db", **options))
         elif database == "reference":
-            made = InMemoryStore()
+            made = InMemoryStore(**options)
         elif database == "sqlite-memory":
-            made = await open_store(":memory:")
+            made = await open_store(":memory:", **options)
         elif database == "sqlite-file":
-            made = await open_store(tmp_path / "memory.db")
+            made = await open_store(tmp_path / "memory.db", **options)
         else:
             url = os.environ[POSTGRES_URL_VARIABLE]
             if not opened:
                 await reset_postgres(url)
-            made = await open_store(url)
+            made = await open_store(url, **options)
         if backend.endswith(SCOPED) and isinstance(made, SqlMemoryStore):
             if not opened or database == "sqlite-memory":
                 await _fill_other_scopes(made)

@@ -76,6 +76,12 @@ class AsyncOverSync:
     ) -> list[tuple[MemoryEntry, float]]:
         return await asyncio.to_thread(self.sync.retrieve_scored, query, limit, **choices)
 
+    async def pending_embeddings(self) -> int:
+        return await asyncio.to_thread(self.sync.pending_embeddings)
+
+    async def embed_pending(self, batch_size: int = 256) -> int:
+        return await asyncio.to_thread(self.sync.embed_pending, batch_size)
+
     async def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
         return await asyncio.to_thread(self.sync.consolidate, config)
 

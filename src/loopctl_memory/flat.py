@@ -32,10 +32,13 @@ FlatTag = tuple[int, int, str, str]
 
 @dataclass(slots=True)
 class FlatBatch:
-    """Checked entries in storage order, and their tags."""
+    """Checked entries in storage order, their tags, and (when made) their vectors."""
 
     entries: list[FlatEntry]
     tags: list[FlatTag]
+    vectors: list[bytes] | None = None
+    """Each entry's vector (binary32 little-endian, unit length), by ``embedder_id``'s."""
+    embedder_id: int = 0
 
     def __len__(self) -> int:
         return len(self.entries)

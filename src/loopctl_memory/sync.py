@@ -371,6 +371,14 @@ class SyncMemoryStore:
 
     # --- beyond the contract ---
 
+    def pending_embeddings(self) -> int:
+        """How many entries of the view have no vector yet (0 without an embedder)."""
+        return self._runner.run(self._store.pending_embeddings())
+
+    def embed_pending(self, batch_size: int = 256) -> int:
+        """Make the vectors of the view's pending entries; how many (see the async store)."""
+        return self._runner.run(self._store.embed_pending(batch_size))
+
     def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
         """Return the entry with this id, or None (also when it is in a scope not read here)."""
         return self._runner.run(self._store.get(entry_id))

@@ -118,6 +118,7 @@ async def _write_pass(
     rows: list[tuple[int, MemoryEntry]] = []
     log: list[int] = []
     retagged: list[int] = []
+    rewritten: list[int] = []
     for slot, after in zip(result.slots, result.entries, strict=True):
         seq, old = seqs[slot], before[slot]
         if after == old:
@@ -125,11 +126,19 @@ async def _write_pass(
         rows.append((seq, after))
         if old.tags != after.tags:
             retagged.append(seq)
+        if old.memory != after.memory:
+            rewritten.append(seq)
         text_changed = (old.memory, old.tags) != (after.memory, after.tags)
         if text_changed or (not config.decay and old.relevance != after.relevance):
             log.append(seq)
     reindex = len(log) > tuning.reindex_above
-    await repository.rewrite(connection, rows, log=[] if reindex else log, tags_of=retagged)
+    await repository.rewrite(
+        connection,
+        rows,
+        log=[] if reindex else log,
+        tags_of=retagged,
+        texts_changed=rewritten,
+    )
     if reindex:
         await connection.run_sync(index.rebuild, row_entries=tuning.tail_limit)
     if reindex or (config.decay and rows):

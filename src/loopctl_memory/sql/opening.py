@@ -18,11 +18,15 @@ from typing import Any, Literal, TypedDict, Unpack
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from loopctl_memory import migrate
+from loopctl_memory import embedding, migrate
 from loopctl_memory.bm25 import DEFAULT_B, DEFAULT_K1, Bm25Parameters, check_ranking
+from loopctl_memory.embedding import check_embedder, check_timeout
 from loopctl_memory.errors import InvalidArgumentError, StorageError
 from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.protocol import Embedder
+from loopctl_memory.sql import embeddings
 from loopctl_memory.sql.boundary import translate_errors
+from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.engine import (
     DEFAULT_BUSY_TIMEOUT,
     PoolOptions,
@@ -70,6 +74,11 @@ class OpenOptions(TypedDict, total=False):
             (a WAL file with no ``-shm`` in a directory that cannot be written: a
             read-only mount, another user's directory), which assumes nobody
             writes it meanwhile. PostgreSQL runs read-only transactions.
+        embedder: makes each entry's vector (see :mod:`loopctl_memory.embedding`):
+            the store records it the first time and refuses another until
+            ``reembed``; an entry whose vector could not be made is stored and
+            pending (``pending_embeddings``, ``embed_pending``).
+        embed_timeout: seconds an embedder call may take (default 30).
 
     """
 
@@ -89,6 +98,8 @@ class OpenOptions(TypedDict, total=False):
     ranking: str
     bm25_k1: float
     bm25_b: float
+    embedder: Embedder | None
+    embed_timeout: float
 
 
 def open_store(
@@ -164,6 +175,15 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         )
     ranking = check_ranking(options.get("ranking", "reference"))
     bm25 = Bm25Parameters(options.get("bm25_k1", DEFAULT_K1), options.get("bm25_b", DEFAULT_B))
+    given = options.get("embedder")
+    store_embedder = (
+        None
+        if given is None
+        else StoreEmbedder(
+            check_embedder(given),
+            check_timeout(options.get("embed_timeout", embedding.DEFAULT_TIMEOUT)),
+        )
+    )
     if read_only and track_access:
         raise InvalidArgumentError("track_access=True writes access stamps: not read_only")
     if read_only and resolved.is_memory:
@@ -197,6 +217,7 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         clock=options.get("clock"),
         ranking=ranking,
         bm25=bm25,
+        embedder=store_embedder,
     )
     migrating = options.get("migrate", True)
     try:
@@ -209,6 +230,13 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
                 )
         if not read_only:
             await _after_open(engine, resolved, busy_timeout)
+        if store_embedder is not None:
+            named = store_embedder.embedder
+            store_embedder.embedder_id = await unit.run(
+                "open",
+                lambda c: embeddings.bind(c, named, record=not read_only),
+                write=not read_only,
+            )
         unit.watch_file()
     except BaseException:
         await store.close()

@@ -41,11 +41,13 @@ from loopctl_memory.sql.tables import (
     ENTRY_FIELDS,
     INSERT_ENTRIES,
     INSERT_TAGS,
+    INSERT_VECTORS,
     changes,
     entries,
     index_state,
     scopes,
     tags,
+    vectors,
 )
 from loopctl_memory.sql.term_ids import KnownTerms
 from loopctl_memory.sql.tuning import Tuning
@@ -180,6 +182,10 @@ async def insert_entries(
         await connection.exec_driver_sql(
             backend.sql(INSERT_TAGS), backend.tag_rows(batch, first_seq)
         )
+    if batch.vectors is not None:
+        await connection.exec_driver_sql(
+            backend.sql(INSERT_VECTORS), backend.vector_rows(batch, first_seq)
+        )
     if position.tail_after(len(batch)) < tuning.tail_limit:
         return position.indexed_through, ids
     await connection.run_sync(
@@ -288,12 +294,17 @@ async def rewrite(
     *,
     log: Iterable[int] = (),
     tags_of: Iterable[int] = (),
+    texts_changed: Iterable[int] = (),
 ) -> None:
     """Write each (seq, entry) over the row at seq: the entry's every field, its id too.
 
     ``tags_of``: the seqs whose tags are written again; ``log``: the seqs other
-    processes must read again (their text, tags or relevance changed).
+    processes must read again (their text, tags or relevance changed);
+    ``texts_changed``: the seqs whose memory changed, whose vectors go (they
+    were made from the old text).
     """
+    for changed in _chunks(sorted(set(texts_changed)), _IDS_PER_STATEMENT):
+        await connection.execute(delete(vectors).where(vectors.c.entry_seq.in_(changed)))
     if rows:
         statement = (
             update(entries)
@@ -403,11 +414,15 @@ async def update_entry(
     entry_id: uuid.UUID,
     change: Callable[[MemoryEntry], MemoryEntry],
     scope: ScopeIds,
+    *,
+    vector: tuple[int, str, bytes] | None = None,
 ) -> MemoryEntry | None:
     """Rewrite the entry with this id in ``scope`` as ``change`` makes it; it, or None if absent.
 
     The entry keeps its seq; the rewrite is logged, so other processes (and a
-    consolidation pass planned meanwhile) see it.
+    consolidation pass planned meanwhile) see it. A new memory's vectors go;
+    ``vector`` (embedder id, the memory it was made from, the vector) is
+    written in their place when it was made from the new memory.
     """
     found = await seq_of(connection, entry_id, scope)
     if found is None:
@@ -416,7 +431,14 @@ async def update_entry(
     after = change(before)
     if after != before:
         tags_of = [seq] if before.tags != after.tags else []
-        await rewrite(connection, [(seq, after)], log=[seq], tags_of=tags_of)
+        texts_changed = [seq] if before.memory != after.memory else []
+        await rewrite(
+            connection, [(seq, after)], log=[seq], tags_of=tags_of, texts_changed=texts_changed
+        )
+        if texts_changed and vector is not None and vector[1] == after.memory:
+            await connection.execute(
+                insert(vectors).values(entry_seq=seq, embedder_id=vector[0], vector=vector[2])
+            )
     return after
 
 

@@ -40,8 +40,10 @@ from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
+from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.repository import ScopeIds
+from loopctl_memory.sql.store_embeddings import EmbeddingOperations
 from loopctl_memory.sql.term_ids import KnownTerms
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
@@ -72,9 +74,11 @@ class _Shared:
     # A scope name (and a term) keeps its id for ever, so a view asks for it once.
     scope_ids: dict[str, int] = field(default_factory=lambda: {"": 0})
     term_ids: KnownTerms = field(default_factory=KnownTerms)
+    embedder: StoreEmbedder | None = None
+    maybe_pending: bool = True  # whether entries may wait for vectors (see store_embeddings)
 
 
-class SqlMemoryStore:
+class SqlMemoryStore(EmbeddingOperations):
     """The loopctl memory contract, persistent, on SQLite or PostgreSQL.
 
     Open one with :func:`~loopctl_memory.sql.opening.open_store`. Every operation
@@ -102,6 +106,7 @@ class SqlMemoryStore:
         clock: Callable[[], datetime] | None,
         ranking: str = "reference",
         bm25: Bm25Parameters | None = None,
+        embedder: StoreEmbedder | None = None,
     ) -> SqlMemoryStore:
         """The root store over ``unit``, with options already checked (see ``open_store``)."""
         shared = _Shared(
@@ -113,6 +118,7 @@ class SqlMemoryStore:
             ranking=RankingState(tuning),  # this process's copy for retrieval
             ranks_by=ranking,
             bm25=bm25 or Bm25Parameters(),
+            embedder=embedder,
         )
         return cls(shared, Scope())
 
@@ -169,18 +175,24 @@ class SqlMemoryStore:
         """
         batch = flatten((check_entry(entry),))
         shared = self._shared
+        embedded = await self._embed(batch)
         scope_id = shared.scope_ids.get(self._scope.name)
         seq = None if scope_id is None else await self._unit.store_one(batch, scope_id)
         if seq is None:
-            await self.store_flat(batch)
-            return
+            await self._write(batch)
+        elif seq - shared.watermark_seen >= shared.tuning.tail_limit:
+            await self._shorten_tail()
+        if embedded:
+            await self._after_embedded_write(1)
+
+    async def _shorten_tail(self) -> None:
+        shared = self._shared
         limit = shared.tuning.tail_limit
-        if seq - shared.watermark_seen >= limit:
-            shared.watermark_seen = await self._unit.run(
-                "index",
-                lambda c: c.run_sync(index.shorten_tail, limit, shared.term_ids),
-                write=True,
-            )
+        shared.watermark_seen = await self._unit.run(
+            "index",
+            lambda c: c.run_sync(index.shorten_tail, limit, shared.term_ids),
+            write=True,
+        )
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Store every entry in one transaction, in order: all of them or none."""
@@ -200,6 +212,12 @@ class SqlMemoryStore:
         """
         if not len(batch):
             return
+        embedded = await self._embed(batch)
+        await self._write(batch)
+        if embedded:
+            await self._after_embedded_write(len(batch))
+
+    async def _write(self, batch: FlatBatch) -> None:
         base, shared = self._scope.name, self._shared
         tuning = shared.tuning
         shared.watermark_seen, ids = await self._unit.run(
@@ -413,7 +431,8 @@ class SqlMemoryStore:
 
         The entry keeps its id, ``created_at``, access stamps and place in
         insertion order (ties in retrieval break as before). One transaction;
-        the next retrieval finds it by its new words only.
+        the next retrieval finds it by its new words only. A new memory's
+        vector is made before it, or the entry is pending.
 
         Raises:
             InvalidEntryError: a new value is not valid (nothing changes).
@@ -432,9 +451,10 @@ class SqlMemoryStore:
             )
 
         changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid input: an error before any I/O
+        vector = await self._embed_text(memory) if isinstance(memory, str) else None
         return await self._in_scope(
             "update",
-            lambda c, ids: repository.update_entry(c, entry_id, changed, ids),
+            lambda c, ids: repository.update_entry(c, entry_id, changed, ids, vector=vector),
             write=True,
         )
 

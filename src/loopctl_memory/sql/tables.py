@@ -108,6 +108,7 @@ INSERT_ENTRIES = (
     f"VALUES ({', '.join('?' * len(ENTRY_FIELDS))})"
 )
 INSERT_TAGS = "INSERT INTO tags (entry_seq, position, tag, tag_lower) VALUES (?, ?, ?, ?)"
+INSERT_VECTORS = "INSERT INTO vectors (entry_seq, embedder_id, vector) VALUES (?, ?, ?)"
 
 # --- the token index (see loopctl_memory.sql.index) ---------------------------
 

@@ -27,7 +27,7 @@ from loopctl_memory.sql.backend.base import (
     outside_transaction,
     register,
 )
-from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS
+from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS, INSERT_VECTORS
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.engine import PoolOptions
@@ -178,6 +178,8 @@ class SqliteBackend(Backend):
             seq = int(connection.execute(_INSERT_ONE, row).lastrowid)
             if batch.tags:
                 connection.executemany(INSERT_TAGS, self.tag_rows(batch, seq))
+            if batch.vectors is not None:
+                connection.executemany(INSERT_VECTORS, self.vector_rows(batch, seq))
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:

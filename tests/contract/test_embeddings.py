@@ -1,0 +1,121 @@
+"""A store with an embedder, on every backend: no memory is lost to it, and the vectors are its.
+
+InMemoryStore is the oracle of which entries are pending; the SQL stores must
+agree with it after every write, update and ``embed_pending``. Ranking by the
+vectors is held to it elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loopctl_memory import EmbedderError, InMemoryStore, MemoryCategory, MemoryEntry, open_store
+from loopctl_memory.embedding import unit_rows
+from tests.embedders import WordsEmbedder, words_vector
+
+
+class Switchable(WordsEmbedder):
+    """Fails every document call while ``broken``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken = False
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if self.broken:
+            raise ConnectionError("embedding service unavailable")
+        return super().embed_documents(texts)
+
+
+def _entries(first: int, count: int) -> list[MemoryEntry]:
+    return [
+        MemoryEntry(MemoryCategory.FACT, f"note {n} about cache {n % 7}")
+        for n in range(first, first + count)
+    ]
+
+
+async def test_no_entry_is_lost_and_the_pending_ones_are_inmemorystores(store_factory):
+    embedders = Switchable(), Switchable()
+    store = await store_factory(embedder=embedders[0])
+    oracle = InMemoryStore(embedder=embedders[1])
+    steps = [
+        (False, _entries(0, 5)),
+        (True, _entries(5, 4)),
+        (True, _entries(9, 1)),
+        (False, _entries(10, 1)),  # a good write makes one pending vector too
+        (False, _entries(11, 3)),  # and three more
+    ]
+    for broken, batch in steps:
+        for embedder in embedders:
+            embedder.broken = broken
+        for target in (store, oracle):
+            if len(batch) == 1:
+                await target.store(batch[0])
+            else:
+                await target.store_many(batch)
+        assert await store.pending_embeddings() == await oracle.pending_embeddings()
+    assert await store.count() == 14
+    assert await store.pending_embeddings() == 1
+    assert await store.embed_pending(batch_size=2) == 1
+    assert await store.pending_embeddings() == 0
+
+
+async def test_a_changed_memory_is_pending_until_its_new_vector_is_made(store_factory):
+    embedder = Switchable()
+    store = await store_factory(embedder=embedder)
+    entry = MemoryEntry(MemoryCategory.FACT, "cache misses")
+    await store.store(entry)
+    await store.update(entry.id, relevance=0.5)  # the text stays: so does its vector
+    assert await store.pending_embeddings() == 0
+    embedder.broken = True
+    await store.update(entry.id, memory="database locked")
+    assert await store.pending_embeddings() == 1
+    with pytest.raises(EmbedderError, match="unavailable"):
+        await store.embed_pending()
+    embedder.broken = False
+    assert await store.embed_pending() == 1
+    await store.update(entry.id, memory="database locked again")  # embedded in the update
+    assert await store.pending_embeddings() == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite-file"], indirect=True)
+async def test_the_vectors_are_the_embedders_unit_vectors_in_binary32(store_factory, tmp_path):
+    store = await store_factory(embedder=WordsEmbedder())
+    entries = _entries(0, 6)
+    await store.store_many(entries[:5])
+    await store.store(entries[5])
+    with contextlib.closing(sqlite3.connect(tmp_path / "memory.db")) as db:
+        rows = db.execute(
+            "SELECT e.memory, v.vector FROM vectors v JOIN entries e ON e.seq = v.entry_seq"
+            " ORDER BY e.seq"
+        ).fetchall()
+        ((name, dims),) = db.execute(
+            "SELECT name, dims FROM embedders"
+            " JOIN index_state ON index_state.embedder_id = embedders.id"
+        ).fetchall()
+    assert (name, dims) == ("fake:words", 16)
+    expected = unit_rows([words_vector(e.memory, 16) for e in entries], 6, 16)
+    assert [memory for memory, _ in rows] == [e.memory for e in entries]
+    assert [np.frombuffer(blob, "<f4").tobytes() for _, blob in rows] == [
+        row.astype("<f4").tobytes() for row in expected
+    ]
+
+
+@pytest.mark.parametrize("backend", ["sqlite-file"], indirect=True)
+async def test_a_store_refuses_another_embedder_naming_both(store_factory, tmp_path: Path):
+    first = await store_factory(embedder=WordsEmbedder())
+    await first.store(MemoryEntry(MemoryCategory.FACT, "x"))
+    await first.close()
+    with pytest.raises(
+        EmbedderError, match=r"by 'fake:words' \(16 dims\), not 'other' \(16 dims\)"
+    ):
+        await open_store(tmp_path / "memory.db", embedder=WordsEmbedder(name="other"))
+    with pytest.raises(EmbedderError, match=r"not 'fake:words' \(8 dims\)"):
+        await open_store(tmp_path / "memory.db", embedder=WordsEmbedder(dims=8))
+    async with open_store(tmp_path / "memory.db") as plain:  # no embedder: lexical only
+        assert await plain.pending_embeddings() == 0
