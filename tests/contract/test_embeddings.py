@@ -14,7 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loopctl_memory import EmbedderError, InMemoryStore, MemoryCategory, MemoryEntry, open_store
+from loopctl_memory import (
+    EmbedderError,
+    InMemoryStore,
+    MemoryCategory,
+    MemoryEntry,
+    MemoryFilter,
+    open_store,
+)
 from loopctl_memory.embedding import unit_rows
 from tests.embedders import WordsEmbedder, words_vector
 
@@ -119,3 +126,43 @@ async def test_a_store_refuses_another_embedder_naming_both(store_factory, tmp_p
         await open_store(tmp_path / "memory.db", embedder=WordsEmbedder(dims=8))
     async with open_store(tmp_path / "memory.db") as plain:  # no embedder: lexical only
         assert await plain.pending_embeddings() == 0
+
+
+QUERIES = ["cache", "note 3", "about cache 5", "zzz", ""]
+
+
+async def _same_rankings(store, oracle, passes=None) -> None:
+    for ranking in ("vector", "hybrid"):
+        for query in QUERIES:
+            for limit in (0, 1, 5, 100):
+                expected = await oracle.retrieve_scored(
+                    query, limit, ranking=ranking, filter=passes
+                )
+                found = await store.retrieve_scored(query, limit, ranking=ranking, filter=passes)
+                assert [(e.id, s) for e, s in found] == [(e.id, s) for e, s in expected], (
+                    ranking,
+                    query,
+                    limit,
+                )
+
+
+async def test_the_vector_and_hybrid_rankings_are_inmemorystores(store_factory):
+    embedders = Switchable(), Switchable()
+    store = await store_factory(embedder=embedders[0])
+    oracle = InMemoryStore(embedder=embedders[1])
+    batches = [_entries(0, 20), _entries(20, 10), _entries(30, 15)]
+    for number, batch in enumerate(batches):
+        for embedder in embedders:
+            embedder.broken = number == 1  # the second batch is pending
+        for target in (store, oracle):
+            await target.store_many(batch)
+        await _same_rankings(store, oracle)
+    await _same_rankings(store, oracle, MemoryFilter(categories=[MemoryCategory.FACT]))
+    first = batches[0][0]
+    for target in (store, oracle):
+        await target.update(first.id, memory="a different note entirely")
+        await target.delete(batches[0][1].id)
+    await _same_rankings(store, oracle)
+    for target in (store, oracle):
+        await target.embed_pending()
+    await _same_rankings(store, oracle)

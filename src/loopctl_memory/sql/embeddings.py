@@ -32,7 +32,7 @@ from loopctl_memory.flat import FlatBatch
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.repository import ScopeIds
-from loopctl_memory.sql.tables import embedders, entries, index_state, vectors
+from loopctl_memory.sql.tables import changes, embedders, entries, index_state, vectors
 
 _ADD_IF_CURRENT = (
     "INSERT INTO vectors (entry_seq, embedder_id, vector)"
@@ -145,7 +145,10 @@ async def pending_entries(
 async def add_vectors(
     connection: AsyncConnection, embedder_id: int, made: list[tuple[int, str, bytes]]
 ) -> None:
-    """Write each (seq, memory it was made from, vector) where the entry still holds that memory."""
+    """Write each (seq, memory it was made from, vector) where the entry still holds that memory.
+
+    The seqs go to the change log: a process that holds the vectors reads theirs.
+    """
     if not made:
         return
     backend = backend_of(connection)
@@ -153,3 +156,4 @@ async def add_vectors(
         backend.sql(_ADD_IF_CURRENT),
         [(embedder_id, vector, seq, backend.encode(memory)) for seq, memory, vector in made],
     )
+    await connection.execute(insert(changes), [{"seq": seq} for seq, _, _ in made])

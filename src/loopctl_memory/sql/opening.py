@@ -173,7 +173,12 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         raise InvalidArgumentError(
             f"consolidation must be a ConsolidationConfig, not {type(consolidation).__name__}"
         )
-    ranking = check_ranking(options.get("ranking", "reference"))
+    ranking = options.get("ranking", "reference")
+    if isinstance(ranking, str) and ranking in embedding.EMBEDDING_RANKINGS:
+        if options.get("embedder") is None:
+            raise InvalidArgumentError(f"ranking {ranking!r} needs a store with an embedder")
+    else:
+        ranking = check_ranking(ranking)
     bm25 = Bm25Parameters(options.get("bm25_k1", DEFAULT_K1), options.get("bm25_b", DEFAULT_B))
     given = options.get("embedder")
     store_embedder = (

@@ -16,6 +16,7 @@ from datetime import datetime
 from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.bm25_tokens import query_tokens
+from loopctl_memory.embedding import Vectors
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import EPOCH, MICROSECOND
@@ -24,7 +25,7 @@ from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import filtering, repository
 from loopctl_memory.sql.backend import Reader, Statement
-from loopctl_memory.sql.ranking import bm25, reference
+from loopctl_memory.sql.ranking import bm25, reference, vector
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.unit_of_work import UnitOfWork
 
@@ -40,6 +41,9 @@ class Request:
     parameters: Bm25Parameters
     passes: MemoryFilter | None
     matched_only: bool
+    query_vector: Vectors | None = None
+    """The query's vector, made before the read, for the vector and hybrid rankings."""
+    embedder_id: int = 0
 
 
 async def retrieve_scored(
@@ -67,7 +71,7 @@ async def retrieve_scored(
     def stamp(answered: Answer) -> Statement | None:
         assert clock is not None  # noqa: S101 - only passed with one
         seqs, found, _ = answered
-        every = request.ranking == "bm25"  # BM25 returns only entries the query matched
+        every = request.ranking != "reference"  # the others return only what the query matched
         return access_stamp(request.query, seqs, found, clock(), every=every)
 
     async with lock:
@@ -88,6 +92,22 @@ def ranked(state: RankingState, reader: Reader, request: Request) -> list[tuple[
     if request.ranking == "bm25":
         tokens = query_tokens(request.query)
         return bm25.top_scored(state, reader, tokens, limit, scope, request.parameters, allowed)
+    if request.query_vector is not None:
+        lexical = (
+            (query_tokens(request.query), request.parameters)
+            if request.ranking == "hybrid"
+            else None
+        )
+        return vector.top_scored(
+            state,
+            reader,
+            request.query_vector,
+            limit,
+            scope,
+            request.embedder_id,
+            allowed,
+            lexical,
+        )
     state.lexical(reader)
     state.relevance(reader)
     return reference.top_scored(

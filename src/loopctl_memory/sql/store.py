@@ -21,7 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from loopctl_memory import lifecycle, migrate
 from loopctl_memory import scopes as scope_names
-from loopctl_memory.bm25 import Bm25Parameters, check_ranking
+from loopctl_memory.bm25 import Bm25Parameters
+from loopctl_memory.embedding import EMBEDDING_RANKINGS
 from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
@@ -269,6 +270,9 @@ class SqlMemoryStore(EmbeddingOperations):
         """
         validate_query(query, limit)
         shared = self._shared
+        chosen = shared.ranks_by if ranking is None else self._check_ranking(ranking)
+        passes = check_filter(filter)
+        made = await self._query_vector(query) if chosen in EMBEDDING_RANKINGS else None
         return await retrieval.retrieve_scored(
             self._unit,
             shared.ranking,
@@ -277,10 +281,12 @@ class SqlMemoryStore(EmbeddingOperations):
                 query,
                 limit,
                 self._scope,
-                ranking=shared.ranks_by if ranking is None else check_ranking(ranking),
+                ranking=chosen,
                 parameters=shared.bm25,
-                passes=check_filter(filter),
+                passes=passes,
                 matched_only=matched_only,
+                query_vector=made,
+                embedder_id=0 if shared.embedder is None else shared.embedder.embedder_id,
             ),
             clock=shared.clock if shared.track_access else None,
         )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import embedding
+from loopctl_memory.bm25 import check_ranking
 from loopctl_memory.errors import EmbedderError, InvalidArgumentError, StorageError
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.sql import embeddings
@@ -38,6 +39,30 @@ class EmbeddingOperations:
         write: bool,
     ) -> T:
         raise NotImplementedError  # pragma: no cover - the store's
+
+    def _check_ranking(self, ranking: object) -> str:
+        """``ranking`` if this store can rank by it (the embedding ones need an embedder).
+
+        Raises:
+            InvalidArgumentError: it cannot.
+
+        """
+        if isinstance(ranking, str) and ranking in embedding.EMBEDDING_RANKINGS:
+            if self._embedder() is None:
+                raise InvalidArgumentError(f"ranking {ranking!r} needs a store with an embedder")
+            return ranking
+        return check_ranking(ranking)
+
+    async def _query_vector(self, query: str) -> embedding.Vectors:
+        """The query's vector (cached), made before the read.
+
+        Raises:
+            EmbedderError: it could not be made.
+
+        """
+        embedder = self._embedder()
+        assert embedder is not None  # noqa: S101 - checked with the ranking
+        return await embedder.queries.vector(embedder.embedder, query, embedder.seconds)
 
     def _embedder(self) -> StoreEmbedder | None:
         found: StoreEmbedder | None = self._shared.embedder

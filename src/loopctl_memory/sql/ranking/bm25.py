@@ -45,14 +45,33 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
     Only entries with a positive score compete, and (when given) only those
     ``allowed`` holds (a mask by seq); ties keep insertion order.
     """
-    size = state.top + 1
-    if limit == 0 or size <= 1 or not tokens:
+    if limit == 0:
         return []
+    candidates, scores = positive_scores(state, reader, tokens, scope, parameters, allowed)
+    return [(int(candidates[n]), score) for n, score in best(scores, limit)]
+
+
+def positive_scores(  # noqa: PLR0917 - as top_scored
+    state: RankingState,
+    reader: Reader,
+    tokens: list[str],
+    scope: Scope,
+    parameters: Bm25Parameters,
+    allowed: Mask | None = None,
+) -> tuple[Ints, Floats]:
+    """The seqs (ascending) of ``scope``'s entries with a positive BM25 score, and the scores.
+
+    Only those ``allowed`` holds, when given; the statistics are the scope's whatever it holds.
+    """
+    size = state.top + 1
+    nothing = (np.empty(0, np.int64), np.empty(0, np.float64))
+    if size <= 1 or not tokens:
+        return nothing
     words = state.words(reader)
     members = state.members(scope, size)
     documents, average = _statistics(state, words, scope, members, size)
     if not documents:
-        return []
+        return nothing
     k1, b = parameters.k1, parameters.b
     all_seqs: list[Ints] = []
     all_scores: list[Floats] = []
@@ -74,7 +93,7 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
         all_seqs.append(seqs)
         all_scores.append(weight * (tf / (tf + norm)))
     if not all_seqs:
-        return []
+        return nothing
     seqs = np.concatenate(all_seqs)
     parts = np.concatenate(all_scores)
     scores: Floats
@@ -88,8 +107,7 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
         candidates = np.flatnonzero(dense > 0)
         scores = dense[candidates]
     positive = scores > 0
-    candidates, scores = candidates[positive], scores[positive]
-    return [(int(candidates[n]), score) for n, score in best(scores, limit)]
+    return candidates[positive].astype(np.int64), scores[positive]
 
 
 def _statistics(

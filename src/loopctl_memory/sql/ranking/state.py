@@ -38,6 +38,7 @@ from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking.columns import FilterColumns
+from loopctl_memory.sql.ranking.vectors import VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import (
     Ints,
@@ -120,6 +121,7 @@ class RankingState:
         self._blocks_added = 0
         self._words: WordIndex | None = None  # BM25's postings, read on first use
         self._columns: FilterColumns | None = None  # what filters test, read on first use
+        self._vectors: VectorIndex | None = None  # the embedder's vectors, read on first use
 
     # --- keeping current ---
 
@@ -159,6 +161,8 @@ class RankingState:
                 self._words.read_tail(connection, top)
             if self._columns is not None:
                 self._columns.read(connection, self.top, top)
+            if self._vectors is not None:
+                self._vectors.read(connection, self.top, top)
             self.top = top
         # Last: an entry stored and rewritten since the last refresh may already be in a
         # block's postings (or the tail) under its first text.
@@ -282,6 +286,8 @@ class RankingState:
                     self._columns.rewrite(seq, category, validated, relevance)
                 if seq in self._texts:
                     self._texts[seq] = (text, tuple(tags_lower))
+            if self._vectors is not None:
+                self._vectors.read_again(connection, chunk)
             gone = np.array([seq for seq in chunk if seq not in present], np.int64)
             self.half[gone] = -np.inf
             self.scope_of[gone] = -1
@@ -376,6 +382,15 @@ class RankingState:
                 words.load(connection, self.mark, self.top, documents)
             self._words = words
         return self._words
+
+    def vectors(self, connection: Reader, embedder_id: int, dims: int) -> VectorIndex:
+        """The vectors by embedder ``embedder_id``, as current as the rest (read on first use)."""
+        if self._vectors is None or self._vectors.embedder_id != embedder_id:
+            vectors = VectorIndex(embedder_id, dims)
+            with connection.backend.reading_once(connection):
+                vectors.read(connection, 0, self.top)
+            self._vectors = vectors
+        return self._vectors
 
     def columns(self, connection: Reader) -> FilterColumns:
         """The columns filters test, as current as the rest (read on first use)."""
