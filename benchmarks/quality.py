@@ -47,7 +47,7 @@ import Stemmer
 
 from benchmarks.lifecycle_bench import write_section
 from benchmarks.run import machine
-from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
+from loopctl_memory import MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
 
 LIMIT = 10
 """Answers asked for per question: the largest k measured."""
@@ -193,11 +193,13 @@ STORE_RANKINGS: list[tuple[str, Retrieve]] = [
 
 
 async def store_rankings(
-    conversations: Sequence[Conversation], rankings: Sequence[tuple[str, Retrieve]]
+    conversations: Sequence[Conversation],
+    rankings: Sequence[tuple[str, Retrieve]],
+    embedder: LookupEmbedder | None = None,
 ) -> dict[str, list[list[str]]]:
     """Each ranking mode's answers (turn ids) to every question, conversation by conversation."""
     answers: dict[str, list[list[str]]] = {name: [] for name, _ in rankings}
-    async with open_store(":memory:") as store:
+    async with open_store(":memory:", embedder=embedder) as store:
         for talk in conversations:
             view = store.scope(talk.name)
             entries = [
@@ -234,31 +236,10 @@ class LookupEmbedder:
         return vector
 
 
-EMBEDDING_RANKINGS = ("vector", "hybrid")
-
-
-async def embedding_rankings(
-    conversations: Sequence[Conversation], embedder: LookupEmbedder
-) -> dict[str, list[list[str]]]:
-    """The vector and hybrid rankings' answers, an ``InMemoryStore`` per conversation.
-
-    (Its vector and hybrid rankings are the definition the SQL store's are held to.)
-    """
-    answers: dict[str, list[list[str]]] = {name: [] for name in EMBEDDING_RANKINGS}
-    for talk in conversations:
-        entries = [
-            MemoryEntry(MemoryCategory.FACT, turn.memory, relevance=1.0) for turn in talk.turns
-        ]
-        store = InMemoryStore(embedder=embedder)
-        await store.store_many(entries)
-        if await store.pending_embeddings():
-            raise RuntimeError("the embedder could not embed every turn")
-        turn_of = {entry.id: turn.id for entry, turn in zip(entries, talk.turns, strict=True)}
-        for name in EMBEDDING_RANKINGS:
-            for question in talk.questions:
-                found = await store.retrieve(question.text, LIMIT, ranking=name)
-                answers[name].append([turn_of[entry.id] for entry in found])
-    return answers
+EMBEDDING_RANKINGS: list[tuple[str, Retrieve]] = [
+    (ranking, _ranked_by(ranking)) for ranking in ("vector", "hybrid")
+]
+"""The rankings that need the store's embedder (measured with ``--vectors``)."""
 
 
 def cosine_rankings(
@@ -345,7 +326,7 @@ def section(
             f" row is no store: `bm25s` itself (Lucene BM25, k1 {BM25_K1}, b {BM25_B}, its"
             " English stopwords and PyStemmer's English stems) over the same texts, positive"
             " scores only, ties in turn order. The `vector` and `hybrid` rows (with `--vectors`)"
-            " are `InMemoryStore`'s, a store per conversation, its embedder looking the texts'"
+            " are the same store's, opened with an embedder that looks the texts'"
             " all-MiniLM-L6-v2 vectors up in the .npz; hybrid is `0.5 * bm25 / max(bm25) + 0.5 *"
             " min-max-scaled cosine` (`loopctl_memory.fusion`). The brute-force row is numpy's"
             " cosine over the same vectors.",
@@ -377,8 +358,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     if args.vectors is not None:
         embedder = LookupEmbedder(args.vectors)
-        found = asyncio.run(embedding_rankings(conversations, embedder))
-        rows += [(f"`{name}`", measure(found[name], questions)) for name in EMBEDDING_RANKINGS]
+        found = asyncio.run(store_rankings(conversations, EMBEDDING_RANKINGS, embedder))
+        rows += [(f"`{name}`", measure(found[name], questions)) for name, _ in EMBEDDING_RANKINGS]
         rows.append(
             (
                 f"cosine, brute force (no store; `{args.vectors.name}`)",

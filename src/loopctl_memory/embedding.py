@@ -148,6 +148,23 @@ def cosines(vectors: Vectors, query: Vectors) -> npt.NDArray[np.float64]:
     return exact.astype(np.float32).astype(np.float64)
 
 
+def error_bound(dims: int) -> float:
+    """How far a binary32 BLAS dot product of unit vectors may be from :func:`cosines`.
+
+    A sum of ``dims`` products accumulated in binary32 is within ``dims`` units
+    of binary32 rounding (2^-24 each, relative to the sum of the products'
+    magnitudes, at most 1 for unit vectors) of the exact sum; the score's own
+    rounding adds one more. Doubled, for safety.
+    """
+    return 2.0 * (dims + 1) * 2.0**-24
+
+
+def approximate_cosines(matrix: Vectors, query: Vectors) -> npt.NDArray[np.float32]:
+    """Each row's dot product with ``query`` in binary32 (BLAS): within :func:`error_bound`."""
+    found: npt.NDArray[np.float32] = matrix @ query
+    return found
+
+
 class QueryVectors:
     """The last queries' vectors, so a repeated query does not call the embedder again."""
 

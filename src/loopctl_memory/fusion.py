@@ -37,16 +37,21 @@ def hybrid_scores(bm25_scores: Floats, cosines: Floats, has_vector: Mask) -> Flo
     ``bm25_scores``: each entry's BM25 score (0 where not positive);
     ``cosines``: each entry's vector score (any value where ``has_vector`` is false).
     """
-    bm25_part = np.zeros(len(bm25_scores), np.float64)
-    highest = float(bm25_scores.max()) if len(bm25_scores) else 0.0
-    if highest > 0:
-        bm25_part = bm25_scores / highest
+    top = float(bm25_scores.max()) if len(bm25_scores) else 0.0
+    held = cosines[has_vector]
+    low, high = (float(held.min()), float(held.max())) if len(held) else (0.0, 0.0)
+    return fuse(bm25_scores, cosines, has_vector, top, (low, high))
+
+
+def fuse(
+    bm25_scores: Floats, cosines: Floats, has_vector: Mask, top: float, span: tuple[float, float]
+) -> Floats:
+    """The hybrid scores of some entries, given the view's BM25 maximum and cosine range."""
+    bm25_part = bm25_scores / top if top > 0 else np.zeros(len(bm25_scores), np.float64)
     cosine_part = np.zeros(len(cosines), np.float64)
-    if has_vector.any():
-        held = cosines[has_vector]
-        low, high = float(held.min()), float(held.max())
-        if high > low:
-            cosine_part[has_vector] = (held - low) / (high - low)
+    low, high = span
+    if high > low:
+        cosine_part[has_vector] = (cosines[has_vector] - low) / (high - low)
     return BM25_WEIGHT * bm25_part + COSINE_WEIGHT * cosine_part
 
 

@@ -107,7 +107,7 @@ async def test_the_vector_rankings_are_the_brute_force_cosine_and_its_fusion(tmp
     vectors = WordsEmbedder(dims=8).embed_documents(texts)
     np.savez(tmp_path / "vectors.npz", texts=np.array(texts), vectors=vectors)
     embedder = quality.LookupEmbedder(tmp_path / "vectors.npz")
-    found = await quality.embedding_rankings(conversations, embedder)
+    found = await quality.store_rankings(conversations, quality.EMBEDDING_RANKINGS, embedder)
     assert found["vector"] == quality.cosine_rankings(conversations, embedder)
     assert all(len(ranked) == len(TURNS) for ranked in found["vector"])
     # Each question's best hybrid answer is an evidence turn (both share its words).

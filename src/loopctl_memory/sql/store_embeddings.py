@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -22,6 +22,7 @@ from loopctl_memory.sql.repository import ScopeIds
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.embeddings import StoreEmbedder
+    from loopctl_memory.sql.store import _Shared
 
 T = TypeVar("T")
 
@@ -29,7 +30,7 @@ T = TypeVar("T")
 class EmbeddingOperations:
     """``pending_embeddings``, ``embed_pending``, and the embedding around every write."""
 
-    _shared: Any
+    _shared: _Shared
 
     async def _in_scope(
         self,

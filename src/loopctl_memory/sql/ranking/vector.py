@@ -1,16 +1,25 @@
 """The vector and hybrid rankings over the ranking state: cosine, and its fusion with BM25.
 
 The query's vector is made before the read (never holding a transaction over
-the embedder); the scores are :func:`loopctl_memory.embedding.cosines` over the
-vectors of the view's live entries that have one, and for ``hybrid``
-:func:`loopctl_memory.fusion.hybrid_scores` of those and BM25's positive
-scores. Statistics (BM25's, the fusion's maximum and range) are the view's,
-whatever the filter; the filter only removes entries from competing.
+the embedder). Scores are :func:`loopctl_memory.embedding.cosines` (exact, as
+``InMemoryStore`` computes them) and, for ``hybrid``,
+:func:`loopctl_memory.fusion.fuse` of those and BM25's positive scores;
+statistics (BM25's, the cosines' range) are the view's, whatever the filter,
+which only removes entries from competing.
+
+Scoring every entry exactly would read the vectors again in binary64, so one
+binary32 pass (BLAS) scores them all within a known bound
+(:func:`loopctl_memory.embedding.error_bound`), and only the entries the bound
+cannot rule out (near the k-th best, or near the range's ends) are scored
+exactly: the answer is the one exact scores of every entry give.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+import numpy.typing as npt
 
 from loopctl_memory import embedding, fusion
 from loopctl_memory.bm25 import Bm25Parameters
@@ -20,6 +29,9 @@ from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking import bm25
 from loopctl_memory.sql.ranking.state import Mask, RankingState
 from loopctl_memory.sql.ranking.topk import best
+from loopctl_memory.sql.segments import Ints
+
+Floats = npt.NDArray[np.float64]
 
 
 def top_scored(  # noqa: PLR0917 - the retrieval's arguments
@@ -46,23 +58,79 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments
     if members is not None:
         universe &= members.mask
     seqs = np.flatnonzero(universe)
-    cosines = embedding.cosines(vectors.matrix[seqs], query)
+    rough = embedding.approximate_cosines(vectors.matrix[:size], query)[seqs].astype(np.float64)
+    bound = embedding.error_bound(len(query))
+
+    def exact(rows: Ints) -> Floats:
+        return embedding.cosines(vectors.matrix[seqs[rows]], query)
+
     if lexical is None:
-        keep = np.ones(len(seqs), np.bool_) if allowed is None else allowed[seqs]
-        return [(int(seqs[keep][n]), score) for n, score in best(cosines[keep], limit)]
+        rows = np.arange(len(seqs)) if allowed is None else np.flatnonzero(allowed[seqs])
+        return _best_exactly(
+            seqs[rows], rough[rows], bound, lambda picked: exact(rows[picked]), limit
+        )
     tokens, parameters = lexical
-    matched, scores = bm25.positive_scores(state, reader, tokens, scope, parameters)
-    every = np.union1d(seqs, matched)
-    lexical_scores = np.zeros(len(every), np.float64)
-    lexical_scores[np.searchsorted(every, matched)] = scores
-    every_cosine = np.zeros(len(every), np.float64)
-    has_vector = np.zeros(len(every), np.bool_)
-    where = np.searchsorted(every, seqs)
-    every_cosine[where] = cosines
-    has_vector[where] = True
-    fused = fusion.hybrid_scores(lexical_scores, every_cosine, has_vector)
-    keep = fusion.competing(lexical_scores, has_vector)
+    matched, lexical_scores = bm25.positive_scores(state, reader, tokens, scope, parameters)
+    top = float(lexical_scores.max()) if len(lexical_scores) else 0.0
+    span = _exact_range(rough, bound, exact)
+    # By seq, then narrowed to the entries that have either part (sorting would cost more).
+    bm_by_seq = np.zeros(size, np.float64)
+    bm_by_seq[matched] = lexical_scores
+    row_by_seq = np.full(size, -1, np.int64)
+    row_by_seq[seqs] = np.arange(len(seqs))
+    every = np.flatnonzero((row_by_seq >= 0) | (bm_by_seq > 0))
+    bm, row_of = bm_by_seq[every], row_by_seq[every]
+    has_vector = row_of >= 0
+    keep = fusion.competing(bm, has_vector)
     if allowed is not None:
         keep &= allowed[every]
-    chosen, fused = every[keep], fused[keep]
-    return [(int(chosen[n]), score) for n, score in best(fused, limit)]
+    candidates = np.flatnonzero(keep)
+
+    def fused(picked: Ints, cosine_of: Callable[[Ints], Floats]) -> Floats:
+        chosen = candidates[picked]
+        cosines = np.zeros(len(chosen), np.float64)
+        vectored = has_vector[chosen]
+        cosines[vectored] = cosine_of(row_of[chosen[vectored]])
+        return fusion.fuse(bm[chosen], cosines, vectored, top, span)
+
+    estimate = fused(np.arange(len(candidates)), lambda rows: rough[rows])
+    low, high = span
+    slack = fusion.COSINE_WEIGHT * bound / (high - low) if high > low else 0.0
+    return _best_exactly(
+        every[candidates], estimate, slack, lambda picked: fused(picked, exact), limit
+    )
+
+
+def _best_exactly(
+    labels: Ints,
+    estimate: Floats,
+    slack: float,
+    exact_of: Callable[[Ints], Floats],
+    limit: int,
+) -> list[tuple[int, float]]:
+    """The best ``limit`` of ``labels`` (ascending seqs) by exact score, ties in their order.
+
+    ``estimate``: each one's score within ``slack`` of the exact one, which
+    ``exact_of`` gives for the positions asked. Only the positions whose
+    estimate is within twice ``slack`` of the k-th best estimate can be among
+    the best, so only those are scored exactly.
+    """
+    if not len(labels):
+        return []
+    near = np.arange(len(labels))
+    if len(labels) > limit:
+        kth = float(np.partition(estimate, len(estimate) - limit)[len(estimate) - limit])
+        near = np.flatnonzero(estimate >= kth - 2 * slack)
+    scores = exact_of(near)
+    return [(int(labels[near[n]]), score) for n, score in best(scores, limit)]
+
+
+def _exact_range(
+    rough: Floats, bound: float, exact: Callable[[Ints], Floats]
+) -> tuple[float, float]:
+    """The exact smallest and largest cosine, from the rough ones and their bound."""
+    if not len(rough):
+        return 0.0, 0.0
+    lowest = np.flatnonzero(rough <= float(rough.min()) + 2 * bound)
+    highest = np.flatnonzero(rough >= float(rough.max()) - 2 * bound)
+    return float(exact(lowest).min()), float(exact(highest).max())

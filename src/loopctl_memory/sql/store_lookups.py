@@ -1,0 +1,86 @@
+"""The SQL store's id lookups: short ids as the CLI shows them, and which ids are stored.
+
+A mixin of :class:`~loopctl_memory.sql.store.SqlMemoryStore`, kept apart so that
+the store module holds the contract's operations.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from loopctl_memory.entry import id_range, shortest_id, validate_id
+from loopctl_memory.sql import repository
+from loopctl_memory.sql.repository import ScopeIds
+
+if TYPE_CHECKING:
+    from loopctl_memory.sql.unit_of_work import UnitOfWork
+
+T = TypeVar("T")
+
+
+class IdLookups:
+    """``ids_with_prefix``, ``short_id`` and ``existing_ids``."""
+
+    _unit: UnitOfWork
+
+    async def _in_scope(
+        self,
+        action: str,
+        work: Callable[[AsyncConnection, ScopeIds], Awaitable[T]],
+        *,
+        write: bool,
+    ) -> T:
+        raise NotImplementedError  # pragma: no cover - the store's
+
+    async def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[uuid.UUID]:
+        """Up to ``limit`` ids of the view whose hexadecimal form starts with ``prefix``.
+
+        ``prefix`` is hexadecimal digits, dashes ignored, any case: a short id as
+        the CLI shows it. A lookup of the unique id index.
+
+        Raises:
+            InvalidArgumentError: ``prefix`` is empty, longer than an id or not hexadecimal.
+
+        """
+        low, high = id_range(prefix)
+        return await self._in_scope(
+            "find ids",
+            lambda c, ids: repository.ids_between(c, low, high, ids, limit),
+            write=False,
+        )
+
+    async def short_id(self, entry_id: uuid.UUID) -> str:
+        """The fewest leading hex digits (at least 8) of ``entry_id`` no other id in the view has.
+
+        One lookup when 8 digits are unique, as they nearly always are (among a
+        million ids, about one in 4,300 shares its first 8 digits with another);
+        each further lookup skips to the first digit at which the ids found differ.
+        :meth:`ids_with_prefix` finds the entry again by it.
+
+        Raises:
+            InvalidEntryError: ``entry_id`` is not a ``uuid.UUID``.
+
+        """
+        return await shortest_id(entry_id, self.ids_with_prefix)
+
+    async def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of ``ids`` are already stored, in any scope: ids are unique across the store.
+
+        Unlike :meth:`get`, it looks beyond the view's scopes, as a write would
+        (an import skipping what it finds here cannot then clash). One read
+        transaction, one lookup of the id index per 10,000 ids.
+
+        Raises:
+            InvalidEntryError: an id is not a ``uuid.UUID``.
+
+        """
+        wanted = [validate_id(entry_id) for entry_id in ids]
+        if not wanted:
+            return set()
+        return await self._unit.run(
+            "find stored ids", lambda c: repository.existing_ids(c, wanted), write=False
+        )
