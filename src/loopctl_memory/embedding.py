@@ -101,19 +101,17 @@ class _RaisedError(Exception):
 
 
 async def _call(embedder: Embedder, method: Any, argument: Any, seconds: float) -> Any:
-    async def guarded() -> Any:
-        try:
-            if inspect.iscoroutinefunction(method):
-                return await method(argument)
-            # A thread: a local model computes for a while, and the event loop goes on.
-            return await asyncio.to_thread(method, argument)
-        except Exception as exc:  # the user's code may raise anything
-            raise _RaisedError from exc
-
     try:
-        return await asyncio.wait_for(guarded(), seconds)
-    except _RaisedError as failed:
-        cause = failed.__cause__
+        async with asyncio.timeout(seconds):  # no task of its own: a single store feels one
+            try:
+                if inspect.iscoroutinefunction(method):
+                    return await method(argument)
+                # A thread: a local model computes for a while, and the event loop goes on.
+                return await asyncio.to_thread(method, argument)
+            except Exception as exc:  # the user's code may raise anything, TimeoutError too
+                raise _RaisedError from exc
+    except _RaisedError as raised:
+        cause = raised.__cause__
         message = f"embedder {embedder.name!r} failed: {type(cause).__name__}: {cause}"
         raise EmbedderError(message.splitlines()[0]) from cause
     except TimeoutError as exc:
@@ -128,16 +126,21 @@ def unit_rows(values: Any, count: int, dims: int) -> Vectors:
 
     """
     try:
-        rows = np.asarray(values, dtype=np.float32)
+        rows = (
+            values
+            if isinstance(values, np.ndarray) and values.dtype == np.float32
+            else np.asarray(values, dtype=np.float32)
+        )
     except (TypeError, ValueError) as exc:
         raise EmbedderError(f"the embedder gave no array of numbers: {exc}") from exc
     if rows.shape != (count, dims):
         raise EmbedderError(f"the embedder gave shape {rows.shape}, not ({count}, {dims})")
-    if not np.isfinite(rows).all():
+    squares = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+    if not np.isfinite(squares).all():  # a NaN or an infinity in a row makes its sum one
         raise EmbedderError("the embedder gave a number that is not finite")
-    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64)).astype(np.float32)
-    safe = np.where(norms > 0, norms, np.float32(1))
-    return np.ascontiguousarray(rows / safe[:, None], dtype=np.float32)
+    norms = np.sqrt(squares).astype(np.float32)
+    norms[norms == 0] = 1  # a zero row stays zero
+    return np.ascontiguousarray(rows / norms[:, None], dtype=np.float32)
 
 
 def cosines(vectors: Vectors, query: Vectors) -> npt.NDArray[np.float64]:
