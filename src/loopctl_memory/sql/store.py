@@ -11,11 +11,10 @@ import asyncio
 import functools
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -47,8 +46,6 @@ from loopctl_memory.sql.store_lookups import IdLookups
 from loopctl_memory.sql.term_ids import KnownTerms
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
-
-T = TypeVar("T")
 
 
 def _utc_now() -> datetime:
@@ -560,20 +557,3 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
                 " and below" if self._scope.descendants else ""
             )
         return f"<SqlMemoryStore {self.target}{scope} ({state})>"
-
-    # --- how every operation runs ---
-
-    async def _in_scope(
-        self,
-        action: str,
-        work: Callable[[AsyncConnection, ScopeIds], Awaitable[T]],
-        *,
-        write: bool,
-    ) -> T:
-        """One unit of work (:meth:`UnitOfWork.run`), ``work`` given the view's scope ids."""
-        scope = self._scope
-
-        async def scoped(connection: AsyncConnection) -> T:
-            return await work(connection, await repository.scope_ids(connection, scope))
-
-        return await self._unit.run(action, scoped, write=write)

@@ -8,8 +8,7 @@ the store module holds the contract's operations; the rules are those of
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -19,27 +18,14 @@ from loopctl_memory.errors import EmbedderError, InvalidArgumentError, StorageEr
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.sql import embeddings
 from loopctl_memory.sql.repository import ScopeIds
+from loopctl_memory.sql.store_part import StorePart
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.embeddings import StoreEmbedder
-    from loopctl_memory.sql.store import _Shared
-
-T = TypeVar("T")
 
 
-class EmbeddingOperations:
+class EmbeddingOperations(StorePart):
     """``pending_embeddings``, ``embed_pending``, and the embedding around every write."""
-
-    _shared: _Shared
-
-    async def _in_scope(
-        self,
-        action: str,
-        work: Callable[[AsyncConnection, ScopeIds], Awaitable[T]],
-        *,
-        write: bool,
-    ) -> T:
-        raise NotImplementedError  # pragma: no cover - the store's
 
     def _check_ranking(self, ranking: object) -> str:
         """``ranking`` if this store can rank by it (the embedding ones need an embedder).

@@ -7,34 +7,15 @@ the store module holds the contract's operations.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
-
-from sqlalchemy.ext.asyncio import AsyncConnection
+from collections.abc import Iterable
 
 from loopctl_memory.entry import id_range, shortest_id, validate_id
 from loopctl_memory.sql import repository
-from loopctl_memory.sql.repository import ScopeIds
-
-if TYPE_CHECKING:
-    from loopctl_memory.sql.unit_of_work import UnitOfWork
-
-T = TypeVar("T")
+from loopctl_memory.sql.store_part import StorePart
 
 
-class IdLookups:
+class IdLookups(StorePart):
     """``ids_with_prefix``, ``short_id`` and ``existing_ids``."""
-
-    _unit: UnitOfWork
-
-    async def _in_scope(
-        self,
-        action: str,
-        work: Callable[[AsyncConnection, ScopeIds], Awaitable[T]],
-        *,
-        write: bool,
-    ) -> T:
-        raise NotImplementedError  # pragma: no cover - the store's
 
     async def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[uuid.UUID]:
         """Up to ``limit`` ids of the view whose hexadecimal form starts with ``prefix``.
