@@ -449,8 +449,11 @@ def _kill_import(
 
 
 def _stored_count(database: Path) -> int:
+    """The entries stored; 0 in a file killed before its tables were created."""
     raw = sqlite3.connect(database)
     try:
+        if not raw.execute("SELECT 1 FROM sqlite_master WHERE name = 'entries'").fetchone():
+            return 0
         (count,) = raw.execute("SELECT count(*) FROM entries").fetchone()
     finally:
         raw.close()
@@ -498,7 +501,13 @@ def test_a_killed_import_then_import_with_skip_exports_as_one_clean_import(
         assert ("paused", point) == (kill.kind, kill.calls)
         folder = tmp_path / f"at-{point}"
         assert [] == list((folder / "tmp").iterdir()), f"scratch files left at {point}"
-        assert {p.name for p in folder.iterdir()} <= {"tmp", *DATABASE_FILES}
+        left = {p.name for p in folder.iterdir()}
+        if "memory.db-journal" in left:
+            # Killed while creating the file, before it turns to WAL: a hot journal, which
+            # the next open rolls back to an empty database.
+            assert 0 == _stored_count(folder / "memory.db"), f"killed at {point}"
+            left.discard("memory.db-journal")
+        assert left <= {"tmp", *DATABASE_FILES}
         if not (folder / "memory.db").exists():
             continue  # killed before the database was created
         _check_integrity(folder / "memory.db")
