@@ -86,14 +86,18 @@ async def reset_postgres(url: str) -> None:
         await connection.execute(
             text(
                 "TRUNCATE entries, tags, tokens, token_blocks, tag_values, tag_blocks, words, "
-                "word_blocks, changes, "
+                "word_blocks, changes, vectors, "
                 "scopes RESTART IDENTITY CASCADE"
             )
         )
         await connection.execute(text("INSERT INTO scopes (id, name) VALUES (0, '')"))
         await connection.execute(
-            text("UPDATE index_state SET indexed_through = 0, removed_through = 0, generation = 0")
+            text(
+                "UPDATE index_state SET indexed_through = 0, removed_through = 0, generation = 0,"
+                " embedder_id = NULL"
+            )
         )
+        await connection.execute(text("DELETE FROM embedders"))
 
 
 async def shared_target(backend: str, tmp_path: Path) -> str | Path:

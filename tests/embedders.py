@@ -79,3 +79,8 @@ class FlakyEmbedder(WordsEmbedder):
         if self._fails(self.calls):
             raise ConnectionError(f"embedding service unavailable (call {self.calls})")
         return super().embed_documents(texts)
+
+
+def next_model() -> WordsEmbedder:
+    """Another model (24 dims, ``fake:next``), for ``python:tests.embedders:next_model``."""
+    return WordsEmbedder(dims=24, name="fake:next")

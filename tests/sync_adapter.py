@@ -82,6 +82,16 @@ class AsyncOverSync:
     async def embed_pending(self, batch_size: int = 256) -> int:
         return await asyncio.to_thread(self.sync.embed_pending, batch_size)
 
+    async def reembed(self, embedder: Any, **choices: Any) -> int:
+        return await asyncio.to_thread(self.sync.reembed, embedder, **choices)
+
+    async def recorded_embedder(self) -> Any:
+        return await asyncio.to_thread(self.sync.recorded_embedder)
+
+    @property
+    def embedder(self) -> Any:
+        return self.sync.embedder
+
     async def consolidate(self, config: ConsolidationConfig | None = None) -> ConsolidationStats:
         return await asyncio.to_thread(self.sync.consolidate, config)
 

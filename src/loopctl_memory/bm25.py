@@ -25,25 +25,9 @@ from dataclasses import dataclass
 
 from loopctl_memory.errors import InvalidArgumentError
 
-RANKINGS = ("reference", "bm25")
-"""What ``retrieve`` can rank by: loopctl 0.1.0's score (the default), or BM25."""
-
 DEFAULT_K1 = 0.9
 DEFAULT_B = 0.4
 """Anserini's defaults: memories are short and uneven, so less length normalisation pays."""
-
-
-def check_ranking(value: object, what: str = "ranking") -> str:
-    """``value`` if it names a ranking.
-
-    Raises:
-        InvalidArgumentError: it does not.
-
-    """
-    if not isinstance(value, str) or value not in RANKINGS:
-        names = ", ".join(repr(name) for name in RANKINGS)
-        raise InvalidArgumentError(f"{what} must be one of {names}, not {value!r}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)

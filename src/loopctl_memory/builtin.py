@@ -12,7 +12,7 @@ import numpy as np
 from loopctl_memory import bm25, embedding, fusion, lifecycle
 from loopctl_memory.binary32 import f32
 from loopctl_memory.bm25_tokens import document_tokens, query_tokens
-from loopctl_memory.embedding import EMBEDDING_RANKINGS, QueryVectors, Vectors
+from loopctl_memory.embedding import QueryVectors, Vectors
 from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
@@ -26,6 +26,7 @@ from loopctl_memory.errors import DuplicateEntryError, EmbedderError, InvalidArg
 from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
+from loopctl_memory.rankings import EMBEDDING_RANKINGS, check_ranking
 from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, parse_query
 
 
@@ -113,6 +114,8 @@ class InMemoryStore:
         # another text (the memory changed since) is no vector, and the entry pending.
         self._vectors: dict[uuid.UUID, tuple[str, Vectors]] = {}
         self._query_vectors = QueryVectors()
+        # The embedder a reembed makes vectors with, and those it made (to resume).
+        self._reembedding: tuple[str, dict[uuid.UUID, tuple[str, Vectors]]] = ("", {})
         self._ranking = self._check_ranking(ranking)
         self._bm25 = bm25.Bm25Parameters(bm25_k1, bm25_b)
         self._clock: Callable[[], datetime] = _utc_now if clock is None else clock
@@ -131,11 +134,7 @@ class InMemoryStore:
         self._ids.update(seen)
 
     def _check_ranking(self, ranking: object) -> str:
-        if isinstance(ranking, str) and ranking in EMBEDDING_RANKINGS:
-            if self._embedder is None:
-                raise InvalidArgumentError(f"ranking {ranking!r} needs a store with an embedder")
-            return ranking
-        return bm25.check_ranking(ranking)
+        return check_ranking(ranking, has_embedder=self._embedder is not None)
 
     async def store(self, entry: MemoryEntry) -> None:
         """Append ``entry`` (a copy of it); make its vector, or leave it pending."""
@@ -209,6 +208,58 @@ class InMemoryStore:
             self._keep_vectors(batch, vectors)
             made += len(batch)
         return made
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder that makes this store's vectors, or None."""
+        return self._embedder
+
+    async def reembed(
+        self,
+        embedder: Embedder | str,
+        *,
+        batch_size: int = 256,
+        progress: Callable[[int, int], object] | None = None,
+    ) -> int:
+        """Make every entry's vector with ``embedder``, then make it the store's; how many.
+
+        The SQL stores' contract, in memory: ``progress(done, total)`` before the
+        first batch and after each; a failed reembed keeps the batches made, and
+        the next one with an embedder of the same name resumes from them.
+
+        Raises:
+            InvalidArgumentError: ``batch_size`` is not an int >= 1, or
+                ``embedder`` is not one.
+            EmbedderError: the embedder failed.
+
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        if isinstance(embedder, str):
+            from loopctl_memory.embedders import embedder_from_spec  # noqa: PLC0415 - a cycle
+
+            embedder = embedder_from_spec(embedder)
+        new = embedding.check_embedder(embedder)
+        name, made = self._reembedding
+        kept = made if name == new.name else {}
+        self._reembedding = (new.name, kept)
+        waiting = [e for e in self._entries if kept.get(e.id, ("",))[0] != e.memory]
+        total, done = len(self._entries), len(self._entries) - len(waiting)
+        if progress is not None:
+            progress(done, total)
+        for start in range(0, len(waiting), batch_size):
+            batch = waiting[start : start + batch_size]
+            vectors = await embedding.embed_documents(
+                new, [entry.memory for entry in batch], self._embed_timeout
+            )
+            kept.update((e.id, (e.memory, v)) for e, v in zip(batch, vectors, strict=True))
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+        self._embedder, self._vectors = new, kept
+        self._reembedding = ("", {})
+        self._query_vectors = QueryVectors()
+        return len(waiting)
 
     def _now(self) -> datetime:
         return lifecycle.check_now(self._clock())

@@ -31,9 +31,6 @@ from loopctl_memory.protocol import Embedder
 Vectors = npt.NDArray[np.float32]
 """Unit vectors, one row a text (binary32)."""
 
-EMBEDDING_RANKINGS = ("vector", "hybrid")
-"""The rankings that need the store's embedder."""
-
 DEFAULT_TIMEOUT = 30.0
 """Seconds an embedder call may take before the write goes on without its vectors."""
 

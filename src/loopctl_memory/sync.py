@@ -46,9 +46,11 @@ from loopctl_memory.errors import LoopMemoryError, StorageError
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.lifecycle import UNSET, ConsolidationConfig, Unset
+from loopctl_memory.protocol import Embedder
 from loopctl_memory.sql.opening import OpenOptions
 from loopctl_memory.sql.opening import open_store as _open_async
 from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.store_embeddings import RecordedEmbedder
 
 __all__ = ["SyncMemoryStore", "open_store"]
 
@@ -378,6 +380,27 @@ class SyncMemoryStore:
     def embed_pending(self, batch_size: int = 256) -> int:
         """Make the vectors of the view's pending entries; how many (see the async store)."""
         return self._runner.run(self._store.embed_pending(batch_size))
+
+    def reembed(
+        self,
+        embedder: Embedder | str,
+        *,
+        batch_size: int = 256,
+        progress: Callable[[int, int], object] | None = None,
+    ) -> int:
+        """Make every vector again with ``embedder`` (see the async store)."""
+        return self._runner.run(
+            self._store.reembed(embedder, batch_size=batch_size, progress=progress)
+        )
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder that makes this store's vectors, or None."""
+        return self._store.embedder
+
+    def recorded_embedder(self) -> RecordedEmbedder | None:
+        """The embedder the store records, and the view's pending entries (or None)."""
+        return self._runner.run(self._store.recorded_embedder())
 
     def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
         """Return the entry with this id, or None (also when it is in a scope not read here)."""

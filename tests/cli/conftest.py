@@ -11,6 +11,7 @@ from click.testing import CliRunner, Result
 
 from loopctl_memory import MemoryEntry, open_store
 from loopctl_memory.cli import DB_ENVVAR, RANKING_ENVVAR, cli
+from loopctl_memory.cli.names import EMBEDDER_ENVVAR
 
 Invoke = Callable[..., Result]
 
@@ -20,6 +21,7 @@ def isolated_environment(tmp_path, monkeypatch):
     """No test sees the user's database or ranking variable or writes to their data directory."""
     monkeypatch.delenv(DB_ENVVAR, raising=False)
     monkeypatch.delenv(RANKING_ENVVAR, raising=False)
+    monkeypatch.delenv(EMBEDDER_ENVVAR, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home" / "data"))
     monkeypatch.setenv("COLUMNS", "100")

@@ -14,8 +14,9 @@ COMMANDS = sorted(cli.commands)
 
 
 def test_the_commands_are_the_ones_the_spec_lists():
-    expected = ["add", "consolidate", "delete", "export", "forget", "get", "import", "init",
-                "mcp", "migrate", "scopes", "search", "stats", "update"]  # fmt: skip
+    expected = ["add", "consolidate", "delete", "embed-pending", "export", "forget", "get",
+                "import", "init", "mcp", "migrate", "reembed", "scopes", "search", "stats",
+                "update"]  # fmt: skip
     assert expected == COMMANDS
 
 

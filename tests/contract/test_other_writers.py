@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, MemoryFilter, open_store
-from loopctl_memory.bm25 import RANKINGS
 from loopctl_memory.entry_json import entry_to_json
 from loopctl_memory.jsonl import import_jsonl
 from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.rankings import LEXICAL_RANKINGS as RANKINGS
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import SHARED_BACKENDS, shared_target
 

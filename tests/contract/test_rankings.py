@@ -25,7 +25,7 @@ from loopctl_memory import (
     open_store,
     sync,
 )
-from loopctl_memory.bm25 import RANKINGS
+from loopctl_memory.rankings import LEXICAL_RANKINGS as RANKINGS
 
 pytestmark = pytest.mark.parametrize("ranking", RANKINGS)
 

@@ -22,13 +22,14 @@ async def server(
     scope: str | None = None,
     read_only: bool = False,
     ranking: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[Client]:
     """A connected client of `loopctl-memory --db DB [--scope S] [--read-only] [--ranking R]
     mcp OPTIONS` (the client passes the server a small environment: no LOOPCTL_MEMORY_*)."""
     given = (["--scope", scope] if scope else []) + (["--read-only"] if read_only else [])
     given += ["--ranking", ranking] if ranking else []
     parameters = StdioServerParameters(
-        command=str(ENTRY_POINT), args=["--db", str(db), *given, "mcp", *options]
+        command=str(ENTRY_POINT), args=["--db", str(db), *given, "mcp", *options], env=env
     )
     async with Client(parameters) as client:
         yield client

@@ -128,8 +128,9 @@ async def test_the_filters_keep_the_scores_of_the_whole_view(stored):
 
 async def test_bad_recall_arguments_are_one_line_tool_errors(stored):
     async with server(stored) as client:
-        assert "ranking must be one of 'reference', 'bm25', not 'bm26'" in await error_of(
-            client, "recall", query="deploy", ranking="bm26"
+        assert (
+            "ranking must be one of 'reference', 'bm25', 'vector', 'hybrid', not 'bm26'"
+            in await error_of(client, "recall", query="deploy", ranking="bm26")
         )
         assert "unknown category 'opinion'" in await error_of(
             client, "recall", query="deploy", category="opinion"

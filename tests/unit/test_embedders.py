@@ -628,7 +628,7 @@ def test_spec_malformed_or_unknown_is_refused_with_the_providers(spec):
         embedder_from_spec(spec)
     message = str(caught.value)
     assert "\n" not in message
-    assert "fastembed, ollama, openai, sentence-transformers" in message
+    assert "fastembed, ollama, openai, python, sentence-transformers" in message
     assert repr(spec) in message
 
 

@@ -12,12 +12,18 @@ from typing import IO, Any, NoReturn
 
 import click
 
-from loopctl_memory.bm25 import RANKINGS
-from loopctl_memory.cli import entries, maintenance, schema, serve, transfer
+from loopctl_memory.cli import entries, maintenance, schema, serve, transfer, vectors
 from loopctl_memory.cli.messages import example, one_line
-from loopctl_memory.cli.names import DB_ENVVAR, PROG, RANKING_ENVVAR, SCOPE_ENVVAR
+from loopctl_memory.cli.names import (
+    DB_ENVVAR,
+    EMBEDDER_ENVVAR,
+    PROG,
+    RANKING_ENVVAR,
+    SCOPE_ENVVAR,
+)
 from loopctl_memory.cli.settings import Settings
 from loopctl_memory.errors import LoopMemoryError, StorageError
+from loopctl_memory.rankings import RANKINGS
 
 
 class _UsageError(click.UsageError):
@@ -116,9 +122,19 @@ class _Cli(click.Group):
     type=click.Choice(RANKINGS),
     envvar=RANKING_ENVVAR,
     show_envvar=True,
-    help="The default ranking: 'reference' (loopctl 0.1.0's score; the default of `search`) "
-    "or 'bm25' (Lucene BM25; the default of the MCP tool `recall`). "
-    "`search --ranking` chooses for one search.",
+    help="The default ranking: 'reference' (loopctl 0.1.0's score; the default of `search`), "
+    "'bm25' (Lucene BM25; the default of the MCP tool `recall` without an embedder), "
+    "'vector' (cosine of the embedder's vectors) or 'hybrid' (BM25 and cosine fused; "
+    "`recall`'s default with an embedder). `search --ranking` chooses for one search.",
+)
+@click.option(
+    "--embedder",
+    metavar="SPEC",
+    envvar=EMBEDDER_ENVVAR,
+    show_envvar=True,
+    help="The embedder that makes the vectors: 'sentence-transformers:MODEL', "
+    "'fastembed:MODEL', 'openai:MODEL', 'ollama:MODEL' or 'python:MODULE:NAME'; "
+    "'none' for no embedder. Default: the one `init --embedder` recorded in the database.",
 )
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 @click.version_option(package_name="loopctl-memory", prog_name=PROG)
@@ -130,6 +146,7 @@ def cli(
     scope: str | None,
     read_only: bool,
     ranking: str | None,
+    embedder: str | None,
     debug: bool,
 ) -> None:
     """Durable memory for agent loops: store, search and maintain memories."""
@@ -154,6 +171,7 @@ def cli(
         scope=scope or None,
         read_only=read_only,
         ranking=ranking or None,
+        embedder=embedder or None,
     )
 
 
@@ -169,6 +187,8 @@ for command in (
     maintenance.stats,
     maintenance.forget,
     maintenance.scopes,
+    vectors.embed_pending,
+    vectors.reembed,
     transfer.export_command,
     transfer.import_command,
     serve.mcp,

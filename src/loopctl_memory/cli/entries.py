@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from loopctl_memory.bm25 import RANKINGS
 from loopctl_memory.cli.arguments import CATEGORIES, memory_id, moment, resolve_id, tag_option
 from loopctl_memory.cli.messages import echo_json, example
 from loopctl_memory.cli.names import PROG
-from loopctl_memory.cli.settings import Settings, with_store
+from loopctl_memory.cli.settings import Settings, need_embedder, with_store
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.filters import MemoryFilter
+from loopctl_memory.rankings import EMBEDDING_RANKINGS, RANKINGS
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.store import SqlMemoryStore
@@ -79,6 +79,7 @@ SEARCH_RANKING = "reference"
         f'{PROG} search "database is locked"',
         f"{PROG} search pytest -n 3 --json",
         f'{PROG} search "flaky test" --ranking bm25 --category error_pattern --since 7d',
+        f'{PROG} search "why did the deploy fail" --ranking hybrid',
         f"{PROG} search deploy --tag ci --tag release --until 2026-01-01 --validated",
     )
 )
@@ -95,7 +96,9 @@ SEARCH_RANKING = "reference"
     "--ranking",
     type=click.Choice(RANKINGS),
     help="Rank by this for this search: 'reference' (loopctl 0.1.0's score, padded with "
-    "memories no word matched) or 'bm25' (only memories that share a word with the query). "
+    "memories no word matched), 'bm25' (only memories that share a word with the query), "
+    "'vector' (cosine with the query's vector: memories that have one) or 'hybrid' "
+    "(BM25 and cosine fused; the best quality). The last two need an embedder. "
     "Default: the global --ranking, else reference.",
 )
 @click.option(
@@ -168,6 +171,8 @@ def search(
     )
 
     async def work(store: SqlMemoryStore) -> list[SearchResult]:
+        if chosen in EMBEDDING_RANKINGS:
+            need_embedder(store)
         scored = await store.retrieve_scored(query, limit, ranking=chosen, filter=passes)
         return [  # the JSON has the full ids: no short ids to look up
             SearchResult(entry, score, "" if as_json else await store.short_id(entry.id))
@@ -189,6 +194,9 @@ def _nothing_found(ranking: str, *, filtered: bool) -> str:
     """Why ``search`` shows nothing: the reference pads its answer, BM25 does not."""
     if ranking == "reference":
         return "No memories pass the filters." if filtered else "No memories stored."
+    if ranking == "vector":
+        passing = " that pass the filters" if filtered else ""
+        return f"No memories{passing} have a vector yet (see `{PROG} embed-pending`)."
     return f"No memories match the query{' and the filters' if filtered else ''}."
 
 

@@ -123,9 +123,10 @@ def stats(settings: Settings, as_json: bool) -> None:
             summary=await store.summary(),
             scope=store.scope_name,
             scopes=await store.scopes(),
+            embedder=await store.recorded_embedder(),
         )
 
-    found = with_store(settings, work)
+    found = with_store(settings, work, embedder=False)
     if as_json:
         echo_json(found.to_json())
     else:

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.padding import Padding
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -22,6 +29,7 @@ from loopctl_memory.entry_json import entry_to_dict
 if TYPE_CHECKING:
     from loopctl_memory.entry import Summary
     from loopctl_memory.migrate import Revision
+    from loopctl_memory.sql.store_embeddings import RecordedEmbedder
 
 
 BM25_DIGITS = 4
@@ -31,13 +39,14 @@ BM25_DIGITS = 4
 def format_score(value: float, ranking: str = "reference") -> str:
     """How ``search`` shows a score of ``ranking``.
 
-    A reference score is a binary32 value in [0, 1.3]: the shortest decimal
-    that reads back as the same binary32 value, so the table shows it exactly.
-    A BM25 score is a binary64 sum with no upper bound (often above 1; its
-    shortest exact decimal takes 17 digits): four significant ones, which
-    keep the table narrow and the order readable.
+    A reference score (in [0, 1.3]) and a cosine (``vector``) are binary32
+    values: the shortest decimal that reads back as the same binary32 value,
+    so the table shows them exactly. A BM25 score is a binary64 sum with no
+    upper bound (often above 1; its shortest exact decimal takes 17 digits),
+    and a ``hybrid`` one a binary64 fusion: four significant digits, which keep
+    the table narrow and the order readable.
     """
-    if ranking == "bm25":
+    if ranking in {"bm25", "hybrid"}:
         return _decimal(f"{value:.{BM25_DIGITS}g}")
     for digits in range(1, 10):
         text = f"{value:.{digits}g}"
@@ -173,6 +182,8 @@ class StoreStats:
     """(name, entries) of the scope and each below it that holds entries."""
     free_bytes: int | None = None
     """Of ``size_bytes``, the free pages kept for later writes (None: not known)."""
+    embedder: RecordedEmbedder | None = None
+    """The embedder the store records, and the entries still without its vector."""
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable form printed by ``stats --json``."""
@@ -186,6 +197,14 @@ class StoreStats:
             "by_category": {str(c): n for c, n in self.summary.by_category.items()},
             "relevance_histogram": list(self.summary.relevance_histogram),
             "scopes": dict(self.scopes),
+            "embedder": None
+            if self.embedder is None
+            else {
+                "name": self.embedder.name,
+                "dims": self.embedder.dims,
+                "spec": self.embedder.spec,
+                "pending": self.embedder.pending,
+            },
         }
 
 
@@ -204,6 +223,11 @@ def stats_view(stats: StoreStats) -> Group:
     if stats.scope:
         overview.add_row("scope", Text(stats.scope))
     overview.add_row("entries", str(stats.summary.entries))
+    if stats.embedder is not None:
+        named = stats.embedder
+        overview.add_row("embedder", Text(f"{named.spec or named.name} ({named.dims} dims)"))
+        hint = " (embed-pending makes their vectors)" if named.pending else ""
+        overview.add_row("pending vectors", f"{named.pending}{hint}")
 
     categories = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     categories.add_column("category", no_wrap=True)
@@ -275,6 +299,33 @@ class ImportProgress:
         self._bar.update(self._task, advance=consumed, entries=stored)
 
     def __enter__(self) -> ImportProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._bar.stop()
+
+
+class ReembedProgress:
+    """The ``reembed`` progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self) -> None:
+        err = console(stderr=True)
+        self._bar = Progress(
+            TextColumn("embedding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=not err.is_terminal,
+        )
+        self._task = self._bar.add_task("embedding", total=None)
+
+    def update(self, done: int, total: int) -> None:
+        """``done`` of ``total`` entries have their new vector."""
+        self._bar.update(self._task, completed=done, total=total)
+
+    def __enter__(self) -> ReembedProgress:
         self._bar.start()
         return self
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from loopctl_memory.cli.messages import confirm, example
-from loopctl_memory.cli.names import PROG
-from loopctl_memory.cli.settings import Settings, run_async
+from loopctl_memory.cli.names import NO_EMBEDDER, PROG
+from loopctl_memory.cli.settings import Settings, run_async, with_store
 from loopctl_memory.errors import SchemaError
 
 
@@ -16,13 +18,29 @@ def _refuse_read_only(settings: Settings, command: str) -> None:
         raise click.UsageError(f"`{command}` writes the database's schema: not with --read-only")
 
 
-@click.command(epilog=example(f"{PROG} init", f"{PROG} --db ./agent.db init"))
+@click.command(
+    epilog=example(
+        f"{PROG} init",
+        f"{PROG} --db ./agent.db init --embedder sentence-transformers:all-MiniLM-L6-v2",
+    )
+)
+@click.option(
+    "--embedder",
+    metavar="SPEC",
+    help="Record this embedder (see the global --embedder): later commands and the MCP "
+    "server make the vectors with it without being told.",
+)
 @click.pass_obj
-def init(settings: Settings) -> None:
-    """Create the database, or bring its schema to the newest revision."""
+def init(settings: Settings, embedder: str | None) -> None:
+    """Create the database, or bring its schema to the newest revision.
+
+    With --embedder (or the global one), also record the embedder whose vectors
+    the store keeps, and make those of the memories it already holds.
+    """
     from loopctl_memory import migrate
 
     _refuse_read_only(settings, "init")
+    spec = embedder or settings.embedder
     before, after = run_async(migrate.migrate_to(settings.locate(create=True), "head"))
     where = settings.resolved().describe()
     if before is None:
@@ -31,6 +49,23 @@ def init(settings: Settings) -> None:
         click.echo(f"{where} is already at schema revision {after} (the newest)")
     else:
         click.echo(f"Upgraded {where} from schema revision {before} to {after}")
+    if spec is not None and spec != NO_EMBEDDER:
+        _record_embedder(dataclasses.replace(settings, embedder=spec))
+
+
+def _record_embedder(settings: Settings) -> None:
+    """Open the store with ``settings.embedder``, which records it, and embed what waits."""
+    from loopctl_memory.sql.store import SqlMemoryStore
+
+    async def work(store: SqlMemoryStore) -> tuple[str, int, int]:
+        made = await store.embed_pending()
+        named = store.embedder
+        assert named is not None  # noqa: S101 - opened with it
+        return named.name, named.dims, made
+
+    name, dims, made = with_store(settings, work)
+    made_text = f"; made the vectors of {made} memories" if made else ""
+    click.echo(f"Recorded the embedder {name} ({dims} dims){made_text}")
 
 
 @click.command(

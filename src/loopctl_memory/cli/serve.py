@@ -28,11 +28,12 @@ def mcp(settings: Settings, track_access: bool) -> None:
 
     The tools: remember, recall, update_memory, forget_memory, consolidate and
     memory_stats. A client may narrow --scope with a tool's `scope` argument,
-    never leave it. `recall` ranks by bm25 unless the global --ranking or the
-    call's `ranking` says otherwise. Only protocol goes to standard output;
-    logs go to stderr.
+    never leave it. `recall` ranks by hybrid where the database records an
+    embedder (or --embedder gives one), else by bm25, unless the global
+    --ranking or the call's `ranking` says otherwise. Only protocol goes to
+    standard output; logs go to stderr.
     """
-    from loopctl_memory.mcp_server.tools import RECALL_RANKING, serve
+    from loopctl_memory.mcp_server.tools import serve
 
     read_only = settings.read_only
     target = settings.locate(create=not read_only)
@@ -42,6 +43,7 @@ def mcp(settings: Settings, track_access: bool) -> None:
             scope=settings.scope,
             track_access=track_access and not read_only,  # a stamp is a write
             read_only=read_only,
-            ranking=settings.ranking or RECALL_RANKING,
+            ranking=settings.ranking,
+            embedder=settings.embedder_option(),
         )
     )

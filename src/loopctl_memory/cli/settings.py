@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import platformdirs
 
-from loopctl_memory.cli.names import PROG
+from loopctl_memory.cli.names import NO_EMBEDDER, PROG
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.engine import Target
@@ -38,6 +38,16 @@ class Settings:
     """Open the database without writing anything (``--read-only``)."""
     ranking: str | None = None
     """The default ranking ``--ranking`` chose (None: not given, each command keeps its own)."""
+    embedder: str | None = None
+    """``--embedder``'s spec, or ``none`` (None: not given, the one the store recorded)."""
+
+    def embedder_option(self) -> str | None:
+        """The ``embedder`` option of ``open_store``: the spec given, none, or the recorded one."""
+        from loopctl_memory.sql.opening import RECORDED
+
+        if self.embedder is None:
+            return RECORDED
+        return None if self.embedder == NO_EMBEDDER else self.embedder
 
     def target(self) -> str:
         """The database as given, or the default file."""
@@ -83,11 +93,13 @@ class Settings:
 
 @contextlib.asynccontextmanager
 async def _opened(
-    settings: Settings, *, create: bool, descendants: bool = False
+    settings: Settings, *, create: bool, descendants: bool = False, embedder: bool = True
 ) -> AsyncIterator[SqlMemoryStore]:
     """The store (or the view of ``--scope``, with ``descendants``), closed on exit.
 
-    Its default ranking is ``--ranking``'s when given, else the library's.
+    Its default ranking is ``--ranking``'s when given, else the library's. Its
+    embedder is ``--embedder``'s, else the one the store recorded; with
+    ``embedder`` false, none (``reembed`` replaces it without making it).
 
     A new database gets the schema when ``create`` is true; an existing one is
     never upgraded behind the user's back: that is what ``migrate`` is for.
@@ -102,6 +114,8 @@ async def _opened(
     )
     if settings.ranking is not None:
         options["ranking"] = settings.ranking
+    if embedder:
+        options["embedder"] = settings.embedder_option()
     async with open_store(target, **options) as store:
         view = store if settings.scope is None else store.scope(settings.scope)
         yield view.with_descendants() if descendants else view
@@ -113,14 +127,34 @@ def with_store(
     *,
     create: bool = False,
     descendants: bool = False,
+    embedder: bool = True,
 ) -> T:
-    """Open the store, run one library call on it, close it; return what the call returned."""
+    """Open the store, run one library call on it, close it; return what the call returned.
+
+    ``embedder`` false: without one, whatever ``--embedder`` or the store say.
+    """
 
     async def run() -> T:
-        async with _opened(settings, create=create, descendants=descendants) as store:
+        async with _opened(
+            settings, create=create, descendants=descendants, embedder=embedder
+        ) as store:
             return await work(store)
 
     return run_async(run())
+
+
+def need_embedder(store: SqlMemoryStore) -> None:
+    """Refuse a store opened without an embedder, saying how to give it one.
+
+    Raises:
+        click.ClickException: it has none.
+
+    """
+    if store.embedder is None:
+        raise click.ClickException(
+            "the database records no embedder: pass --embedder SPEC, or record one with "
+            f"`{PROG} init --embedder SPEC`"
+        )
 
 
 def run_async(work: Coroutine[Any, Any, T]) -> T:

@@ -37,13 +37,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from loopctl_memory.embedding import check_embedder
 from loopctl_memory.errors import EmbedderError, InvalidArgumentError
+from loopctl_memory.protocol import Embedder
 
 if TYPE_CHECKING:
     from loopctl_memory.embedders.fastembed import FastEmbedEmbedder
     from loopctl_memory.embedders.http import OpenAICompatibleEmbedder
     from loopctl_memory.embedders.sentence_transformers import SentenceTransformerEmbedder
-    from loopctl_memory.protocol import Embedder
 
 __all__ = [
     "FastEmbedEmbedder",
@@ -58,7 +59,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
 """Where ``"ollama:<model>"`` sends its requests unless ``base_url`` says (Ollama's OpenAI API)."""
 
-PROVIDERS = ("fastembed", "ollama", "openai", "sentence-transformers")
+PROVIDERS = ("fastembed", "ollama", "openai", "python", "sentence-transformers")
 """The providers :func:`embedder_from_spec` knows, as a spec names them."""
 
 _LAZY = {
@@ -73,8 +74,10 @@ def embedder_from_spec(spec: str, **options: Any) -> Embedder:
 
     Args:
         spec: ``"sentence-transformers:<model>"``, ``"fastembed:<model>"``,
-            ``"openai:<model>"`` or ``"ollama:<model>"``. The model is everything
-            after the first colon (``"ollama:nomic-embed-text:latest"`` works).
+            ``"openai:<model>"``, ``"ollama:<model>"``, or ``"python:<module>:<name>"``
+            (your own: ``name`` in the importable ``module``, an embedder or a
+            callable that returns one, called with ``options``). The model is
+            everything after the first colon (``"ollama:nomic-embed-text:latest"`` works).
         **options: Keyword arguments of the adapter's constructor. For
             ``openai``, ``base_url`` defaults to ``$OPENAI_BASE_URL``, else
             :data:`OPENAI_BASE_URL`, and ``api_key`` to ``$OPENAI_API_KEY``. For
@@ -98,6 +101,8 @@ def embedder_from_spec(spec: str, **options: Any) -> Embedder:
             f"embedder spec must be PROVIDER:MODEL with PROVIDER one of "
             f"{', '.join(PROVIDERS)}, not {spec!r}"
         )
+    if provider == "python":
+        return _python_embedder(spec, model, options)
     # Imported here, not above: a spec loads only its own adapter (and the HTTP one its client).
     if provider == "sentence-transformers":
         from loopctl_memory.embedders.sentence_transformers import (  # noqa: PLC0415
@@ -118,6 +123,25 @@ def embedder_from_spec(spec: str, **options: Any) -> Embedder:
         options.setdefault("base_url", OLLAMA_BASE_URL)
     options.setdefault("name", f"{provider}:{model}")
     return OpenAICompatibleEmbedder(model, **options)
+
+
+def _python_embedder(spec: str, path: str, options: dict[str, Any]) -> Embedder:
+    """The embedder ``"python:<module>:<name>"`` names: ``name``, or what calling it returns."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise InvalidArgumentError(f"a python embedder spec is python:MODULE:NAME, not {spec!r}")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise EmbedderError(f"{spec}: cannot import {attribute} from {module_name}: {exc}") from exc
+    if isinstance(found, type) or not isinstance(found, Embedder):  # a class, or a factory
+        if not callable(found):
+            raise EmbedderError(f"{spec}: {attribute} is neither an embedder nor makes one")
+        try:
+            found = found(**options)
+        except Exception as exc:
+            raise EmbedderError(f"{spec}: making the embedder failed: {exc}") from exc
+    return check_embedder(found)
 
 
 def __getattr__(name: str) -> Any:

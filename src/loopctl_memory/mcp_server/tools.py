@@ -14,6 +14,7 @@ stdout; the SDK's logs go to stderr. The transport is :mod:`loopctl_memory.mcp_s
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import Annotated, Any
 
@@ -23,15 +24,16 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
-from loopctl_memory.bm25 import RANKINGS, check_ranking
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import timestamp
 from loopctl_memory.errors import LoopMemoryError
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.mcp_server.stdio import serve_stdio
+from loopctl_memory.protocol import Embedder
+from loopctl_memory.rankings import LEXICAL_RANKINGS, RANKINGS, check_ranking
 from loopctl_memory.scopes import relative
-from loopctl_memory.sql.opening import open_store
+from loopctl_memory.sql.opening import RECORDED, open_store
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.when import moment
 
@@ -41,6 +43,10 @@ RECALL_LIMIT = 50
 RECALL_RANKING = "bm25"
 """What ``recall`` ranks by unless the server or the call says otherwise: an agent wants
 the memories about what it asked, which BM25 finds far more often than the reference."""
+
+RECALL_RANKING_WITH_EMBEDDER = "hybrid"
+"""What ``recall`` ranks by on a store with an embedder: BM25 and cosine fused find an
+answer's memory more often than either alone (see benchmarks/RESULTS.md)."""
 
 _CATEGORIES = [category.value for category in MemoryCategory]
 
@@ -163,16 +169,17 @@ def _entry_id(text: str) -> uuid.UUID:
         ) from None
 
 
-def build_server(store: SqlMemoryStore, *, ranking: str = RECALL_RANKING) -> MCPServer:
+def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPServer:
     """An MCP server whose tools work on ``store`` (a view: its scope bounds every tool).
 
-    ``ranking`` is what ``recall`` ranks by when a call names none.
+    ``ranking`` is what ``recall`` ranks by when a call names none (default:
+    ``hybrid`` on a store with an embedder, else ``bm25``).
 
     Raises:
-        InvalidArgumentError: ``ranking`` is not one of :data:`loopctl_memory.bm25.RANKINGS`.
+        InvalidArgumentError: ``ranking`` names no ranking the store can rank by.
 
     """
-    default_ranking = check_ranking(ranking)  # the schema's default of recall's `ranking`
+    offered, default_ranking = _recall_rankings(ranking, has_embedder=store.embedder is not None)
     server: MCPServer = MCPServer(
         name="loopctl-memory",
         instructions=(
@@ -216,7 +223,6 @@ def build_server(store: SqlMemoryStore, *, ranking: str = RECALL_RANKING) -> MCP
             await view(scope).store(entry)
             return Remembered(id=str(entry.id))
 
-    @server.tool(annotations=reads)
     async def recall(
         query: Annotated[str, Field(description="Key words of what you need to know.")],
         *,
@@ -252,22 +258,18 @@ def build_server(store: SqlMemoryStore, *, ranking: str = RECALL_RANKING) -> MCP
                 "or an age back from now ('30m', '12h', '7d', '2w')."
             ),
         ] = None,
-        ranking: Annotated[
-            str,
-            Field(
-                description="'bm25' (BM25 over the words of text and tags) or 'reference' "
-                "(loopctl 0.1.0's score).",
-                json_schema_extra={"enum": list(RANKINGS)},
-            ),
-        ] = default_ranking,
+        ranking: str = default_ranking,  # its schema: below
         scope: Scope = None,
     ) -> Recalled:
         """Find the memories that best match the query, best first, each with its score.
 
-        With ranking "bm25" (the usual default), a memory scores by BM25 over the
-        words of its text and tags: rare words count most, common ones ("the",
-        "of") not at all, and the score has no upper bound; only memories that
-        share a word with the query come back. With ranking "reference", a memory
+        With ranking "bm25", a memory scores by BM25 over the words of its text
+        and tags: rare words count most, common ones ("the", "of") not at all,
+        and the score has no upper bound; only memories that share a word with
+        the query come back. Where the server has an embedder, "vector" scores
+        by closeness in meaning (cosine, -1 to 1) and "hybrid" (then the
+        default) by both, 0 to 1: memories that share no word with the query
+        come back too. With ranking "reference", a memory
         scores relevance*0.5 + 0.4 * (the share of the query's words it contains)
         + 0.3 if a tag contains the whole query + 0.1; only memories a word or a
         tag matched come back unless include_unmatched is true.
@@ -283,6 +285,8 @@ def build_server(store: SqlMemoryStore, *, ranking: str = RECALL_RANKING) -> MCP
                 matched_only=not include_unmatched,
             )
             return Recalled(memories=[_recollection(entry, score) for entry, score in found])
+
+    _add_recall(server, recall, offered, reads)
 
     @server.tool(annotations=reads)
     async def update_memory(
@@ -407,26 +411,56 @@ class _tool_errors:  # noqa: N801 - reads as a statement: `with _tool_errors():`
             raise ToolError(message[0] if message else type(error).__name__) from error
 
 
+def _add_recall(
+    server: MCPServer, recall: Callable[..., Any], offered: list[str], hints: ToolAnnotations
+) -> None:
+    """Add ``recall``, its ``ranking`` offering the rankings this store has.
+
+    Set here as an object: a string annotation could not name ``build_server``'s locals.
+    """
+    recall.__annotations__["ranking"] = _ranking_schema(offered)
+    server.tool(annotations=hints)(recall)
+
+
+def _ranking_schema(offered: list[str]) -> Any:
+    """``recall``'s ``ranking`` argument: a str, one of ``offered``."""
+    extra: dict[str, Any] = {"enum": offered}
+    described = "'bm25' (BM25 over the words of text and tags), 'reference' (loopctl 0.1.0's score)"
+    if "hybrid" in offered:
+        described += ", 'vector' (closeness in meaning) or 'hybrid' (bm25 and vector fused)"
+    return Annotated[str, Field(description=described + ".", json_schema_extra=extra)]
+
+
+def _recall_rankings(ranking: str | None, *, has_embedder: bool) -> tuple[list[str], str]:
+    """The rankings ``recall`` offers, and its default (``ranking``, else the usual one)."""
+    default = ranking or (RECALL_RANKING_WITH_EMBEDDER if has_embedder else RECALL_RANKING)
+    offered = RANKINGS if has_embedder else LEXICAL_RANKINGS
+    return list(offered), check_ranking(default, has_embedder=has_embedder)
+
+
 async def serve(
     target: str,
     *,
     scope: str | None = None,
     track_access: bool = True,
     read_only: bool = False,
-    ranking: str = RECALL_RANKING,
+    ranking: str | None = None,
+    embedder: Embedder | str | None = RECORDED,
 ) -> None:
     """Open the store at ``target`` and serve it over stdio until the client hangs up.
 
     A new database is created; an existing one is never migrated behind its
     owner's back. ``read_only``: the tools that write answer with an error.
-    ``ranking``: what ``recall`` ranks by when a call names none.
+    ``ranking``: what ``recall`` ranks by when a call names none (see
+    :func:`build_server`). ``embedder``: as ``open_store`` takes it; by default
+    the one the store recorded.
     """
     async with open_store(
         target,
         migrate=False if read_only else "create",
         track_access=track_access,
         read_only=read_only,
-        ranking=ranking,
+        embedder=embedder,
     ) as store:
         view = store if scope is None else store.scope(scope)
         await serve_stdio(build_server(view, ranking=ranking))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, exists, func, insert, select, update
+from sqlalchemy import and_, delete, exists, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import embedding
@@ -37,6 +37,12 @@ from loopctl_memory.sql.tables import changes, embedders, entries, index_state, 
 _ADD_IF_CURRENT = (
     "INSERT INTO vectors (entry_seq, embedder_id, vector)"
     " SELECT seq, ?, ? FROM entries WHERE seq = ? AND memory = ?"
+    " AND EXISTS (SELECT 1 FROM index_state WHERE embedder_id = ?)"
+    " ON CONFLICT (entry_seq, embedder_id) DO NOTHING"
+)
+_ADD_BESIDE = (
+    "INSERT INTO vectors (entry_seq, embedder_id, vector)"
+    " SELECT seq, ?, ? FROM entries WHERE seq = ? AND memory = ?"
     " ON CONFLICT (entry_seq, embedder_id) DO NOTHING"
 )
 
@@ -48,6 +54,8 @@ class StoreEmbedder:
     embedder: Embedder
     seconds: float
     embedder_id: int = 0
+    spec: str | None = None
+    """How :func:`loopctl_memory.embedders.embedder_from_spec` makes it again, if known."""
     queries: QueryVectors = field(default_factory=QueryVectors)
 
     async def attach(self, batch: FlatBatch) -> bool:
@@ -77,8 +85,32 @@ def stored(vector: Vectors) -> bytes:
     return np.asarray(vector, dtype="<f4").tobytes()
 
 
-async def bind(connection: AsyncConnection, embedder: Embedder, *, record: bool) -> int:
-    """The id of ``embedder`` in the store, recording it where the store names none.
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The embedder a store's vectors are by, as the store records it."""
+
+    embedder_id: int
+    name: str
+    dims: int
+    spec: str | None
+
+
+async def recorded(connection: AsyncConnection) -> Recorded | None:
+    """The embedder the store's vectors are by, or None if it names none."""
+    row = (
+        await connection.execute(
+            select(
+                embedders.c.id, embedders.c.name, embedders.c.dims, embedders.c.spec
+            ).select_from(index_state.join(embedders, embedders.c.id == index_state.c.embedder_id))
+        )
+    ).first()
+    return None if row is None else Recorded(int(row.id), row.name, int(row.dims), row.spec)
+
+
+async def bind(
+    connection: AsyncConnection, embedder: Embedder, *, record: bool, spec: str | None = None
+) -> int:
+    """The id of ``embedder`` in the store, recording it (and ``spec``) where the store names none.
 
     ``record`` false (a read-only store): nothing is written, and a store that
     names no embedder gives 0.
@@ -87,13 +119,7 @@ async def bind(connection: AsyncConnection, embedder: Embedder, *, record: bool)
         EmbedderError: the store's vectors are another embedder's (name or dims).
 
     """
-    named = (
-        await connection.execute(
-            select(embedders.c.id, embedders.c.name, embedders.c.dims).select_from(
-                index_state.join(embedders, embedders.c.id == index_state.c.embedder_id)
-            )
-        )
-    ).first()
+    named = await recorded(connection)
     if named is not None:
         if (named.name, named.dims) != (embedder.name, embedder.dims):
             raise EmbedderError(
@@ -101,19 +127,59 @@ async def bind(connection: AsyncConnection, embedder: Embedder, *, record: bool)
                 f" {embedder.name!r} ({embedder.dims} dims): open it with that embedder,"
                 " or make every vector again with reembed"
             )
-        return int(named.id)
+        if record and spec is not None and named.spec is None:
+            await connection.execute(
+                update(embedders).where(embedders.c.id == named.embedder_id).values(spec=spec)
+            )
+        return named.embedder_id
     if not record:
         return 0
-    known = (
-        await connection.execute(select(embedders.c.id).where(embedders.c.name == embedder.name))
-    ).scalar_one_or_none()
-    if known is None:
-        result = await connection.execute(
-            insert(embedders).values(name=embedder.name, dims=embedder.dims)
-        )
-        known = result.inserted_primary_key[0] if result.inserted_primary_key else None
+    known = await register(connection, embedder, spec)
     await connection.execute(update(index_state).values(embedder_id=known))
-    return int(known or 0)
+    return known
+
+
+async def register(connection: AsyncConnection, embedder: Embedder, spec: str | None) -> int:
+    """The id of ``embedder`` in the ``embedders`` table, adding it (and ``spec``) if new.
+
+    Raises:
+        EmbedderError: an embedder of that name is recorded with other dims.
+
+    """
+    row = (
+        await connection.execute(
+            select(embedders.c.id, embedders.c.dims, embedders.c.spec).where(
+                embedders.c.name == embedder.name
+            )
+        )
+    ).first()
+    if row is not None:
+        if int(row.dims) != embedder.dims:
+            raise EmbedderError(
+                f"an embedder named {embedder.name!r} is recorded with {row.dims} dims,"
+                f" not {embedder.dims}: give the new one another name"
+            )
+        if spec is not None and row.spec is None:
+            await connection.execute(
+                update(embedders).where(embedders.c.id == row.id).values(spec=spec)
+            )
+        return int(row.id)
+    result = await connection.execute(
+        insert(embedders).values(name=embedder.name, dims=embedder.dims, spec=spec)
+    )
+    return int(result.inserted_primary_key[0]) if result.inserted_primary_key else 0
+
+
+async def switch(connection: AsyncConnection, embedder_id: int) -> None:
+    """Make ``embedder_id`` the store's embedder and delete every other's vectors.
+
+    The generation rises: every process reads its copy again, and one still
+    holding another embedder finds out (its vector rankings raise).
+    """
+    await connection.execute(
+        update(index_state).values(embedder_id=embedder_id, generation=index_state.c.generation + 1)
+    )
+    await connection.execute(delete(vectors).where(vectors.c.embedder_id != embedder_id))
 
 
 def _pending(embedder_id: int, scope: ScopeIds) -> Any:
@@ -127,6 +193,17 @@ async def pending_count(connection: AsyncConnection, embedder_id: int, scope: Sc
     """How many entries of the view have no vector by the embedder."""
     statement = select(func.count()).select_from(entries).where(_pending(embedder_id, scope))
     return int((await connection.execute(statement)).scalar_one())
+
+
+async def reembed_counts(
+    connection: AsyncConnection, embedder_id: int, scope: ScopeIds
+) -> tuple[int, int]:
+    """(entries, entries without a vector by the embedder) of the view."""
+    statement = select(func.count(), func.count().filter(_pending(embedder_id, scope))).where(
+        scope.condition()
+    )
+    counted = (await connection.execute(statement.select_from(entries))).one()
+    return int(counted[0]), int(counted[1])
 
 
 async def pending_entries(
@@ -143,17 +220,33 @@ async def pending_entries(
 
 
 async def add_vectors(
-    connection: AsyncConnection, embedder_id: int, made: list[tuple[int, str, bytes]]
+    connection: AsyncConnection,
+    embedder_id: int,
+    made: list[tuple[int, str, bytes]],
+    *,
+    current: bool = True,
 ) -> None:
     """Write each (seq, memory it was made from, vector) where the entry still holds that memory.
 
-    The seqs go to the change log: a process that holds the vectors reads theirs.
+    ``current``: only while ``embedder_id`` is the store's embedder (a process
+    still open with an embedder that ``reembed`` replaced writes none), and the
+    seqs go to the change log: a process that holds the vectors reads theirs.
+    Otherwise (``reembed`` making the next embedder's) beside the store's.
     """
     if not made:
         return
     backend = backend_of(connection)
-    await connection.exec_driver_sql(
-        backend.sql(_ADD_IF_CURRENT),
-        [(embedder_id, vector, seq, backend.encode(memory)) for seq, memory, vector in made],
-    )
-    await connection.execute(insert(changes), [{"seq": seq} for seq, _, _ in made])
+    if current:
+        await connection.exec_driver_sql(
+            backend.sql(_ADD_IF_CURRENT),
+            [
+                (embedder_id, vector, seq, backend.encode(memory), embedder_id)
+                for seq, memory, vector in made
+            ],
+        )
+        await connection.execute(insert(changes), [{"seq": seq} for seq, _, _ in made])
+    else:
+        await connection.exec_driver_sql(
+            backend.sql(_ADD_BESIDE),
+            [(embedder_id, vector, seq, backend.encode(memory)) for seq, memory, vector in made],
+        )

@@ -19,11 +19,12 @@ from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from loopctl_memory import embedding, migrate
-from loopctl_memory.bm25 import DEFAULT_B, DEFAULT_K1, Bm25Parameters, check_ranking
+from loopctl_memory.bm25 import DEFAULT_B, DEFAULT_K1, Bm25Parameters
 from loopctl_memory.embedding import check_embedder, check_timeout
-from loopctl_memory.errors import InvalidArgumentError, StorageError
+from loopctl_memory.errors import EmbedderError, InvalidArgumentError, LoopMemoryError, StorageError
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
+from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.embeddings import StoreEmbedder
@@ -75,9 +76,13 @@ class OpenOptions(TypedDict, total=False):
             read-only mount, another user's directory), which assumes nobody
             writes it meanwhile. PostgreSQL runs read-only transactions.
         embedder: makes each entry's vector (see :mod:`loopctl_memory.embedding`):
-            the store records it the first time and refuses another until
-            ``reembed``; an entry whose vector could not be made is stored and
-            pending (``pending_embeddings``, ``embed_pending``).
+            an :class:`~loopctl_memory.Embedder`, or a spec string that
+            :func:`loopctl_memory.embedders.embedder_from_spec` makes one of (the
+            store records the spec, so the CLI and the MCP server can make it
+            again), or ``"recorded"``: the one whose spec the store recorded (none
+            if it recorded none). The store records it the first time and refuses
+            another until ``reembed``; an entry whose vector could not be made is
+            stored and pending (``pending_embeddings``, ``embed_pending``).
         embed_timeout: seconds an embedder call may take (default 30).
 
     """
@@ -98,8 +103,12 @@ class OpenOptions(TypedDict, total=False):
     ranking: str
     bm25_k1: float
     bm25_b: float
-    embedder: Embedder | None
+    embedder: Embedder | str | None
     embed_timeout: float
+
+
+RECORDED = "recorded"
+"""The ``embedder`` option that means the embedder whose spec the store recorded."""
 
 
 def open_store(
@@ -173,22 +182,11 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         raise InvalidArgumentError(
             f"consolidation must be a ConsolidationConfig, not {type(consolidation).__name__}"
         )
-    ranking = options.get("ranking", "reference")
-    if isinstance(ranking, str) and ranking in embedding.EMBEDDING_RANKINGS:
-        if options.get("embedder") is None:
-            raise InvalidArgumentError(f"ranking {ranking!r} needs a store with an embedder")
-    else:
-        ranking = check_ranking(ranking)
-    bm25 = Bm25Parameters(options.get("bm25_k1", DEFAULT_K1), options.get("bm25_b", DEFAULT_B))
     given = options.get("embedder")
-    store_embedder = (
-        None
-        if given is None
-        else StoreEmbedder(
-            check_embedder(given),
-            check_timeout(options.get("embed_timeout", embedding.DEFAULT_TIMEOUT)),
-        )
-    )
+    seconds = check_timeout(options.get("embed_timeout", embedding.DEFAULT_TIMEOUT))
+    store_embedder = None if given is None or given == RECORDED else _made(given, seconds)
+    ranking = check_ranking(options.get("ranking", "reference"), has_embedder=given is not None)
+    bm25 = Bm25Parameters(options.get("bm25_k1", DEFAULT_K1), options.get("bm25_b", DEFAULT_B))
     if read_only and track_access:
         raise InvalidArgumentError("track_access=True writes access stamps: not read_only")
     if read_only and resolved.is_memory:
@@ -222,7 +220,7 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         clock=options.get("clock"),
         ranking=ranking,
         bm25=bm25,
-        embedder=store_embedder,
+        embed_timeout=seconds,
     )
     migrating = options.get("migrate", True)
     try:
@@ -235,18 +233,42 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
                 )
         if not read_only:
             await _after_open(engine, resolved, busy_timeout)
+        if given == RECORDED:
+            store_embedder = await _recorded(unit, seconds)
+            if store_embedder is None:
+                check_ranking(ranking, has_embedder=False)  # an embedding one needs it
         if store_embedder is not None:
-            named = store_embedder.embedder
-            store_embedder.embedder_id = await unit.run(
-                "open",
-                lambda c: embeddings.bind(c, named, record=not read_only),
-                write=not read_only,
-            )
+            await store.bind_embedder(store_embedder, record=not read_only)
         unit.watch_file()
     except BaseException:
         await store.close()
         raise
     return store
+
+
+def _made(given: object, seconds: float) -> StoreEmbedder:
+    """The store's embedder from the ``embedder`` option: an embedder, or a spec to make one."""
+    if isinstance(given, str):
+        from loopctl_memory.embedders import embedder_from_spec  # noqa: PLC0415 - when asked
+
+        return StoreEmbedder(embedder_from_spec(given), seconds, spec=given)
+    return StoreEmbedder(check_embedder(given), seconds)
+
+
+async def _recorded(unit: UnitOfWork, seconds: float) -> StoreEmbedder | None:
+    """The embedder whose spec the store recorded, or None if it recorded none.
+
+    Raises:
+        EmbedderError: the spec no longer makes an embedder (say, its extra is gone).
+
+    """
+    named = await unit.run("open", embeddings.recorded, write=False)
+    if named is None or named.spec is None:
+        return None
+    try:
+        return _made(named.spec, seconds)
+    except LoopMemoryError as exc:
+        raise EmbedderError(f"this store's embedder {named.spec!r} cannot be made: {exc}") from exc
 
 
 def _flag(options: OpenOptions, name: Literal["read_only", "track_access"]) -> bool:

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from loopctl_memory import lifecycle, migrate
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.bm25 import Bm25Parameters
-from loopctl_memory.embedding import EMBEDDING_RANKINGS
+from loopctl_memory.embedding import DEFAULT_TIMEOUT
 from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
@@ -35,6 +35,7 @@ from loopctl_memory.errors import InvalidArgumentError, StorageError
 from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.rankings import EMBEDDING_RANKINGS
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
@@ -71,6 +72,7 @@ class _Shared:
     # A scope name (and a term) keeps its id for ever, so a view asks for it once.
     scope_ids: dict[str, int] = field(default_factory=lambda: {"": 0})
     term_ids: KnownTerms = field(default_factory=KnownTerms)
+    embed_timeout: float = DEFAULT_TIMEOUT  # for an embedder bound later (reembed)
     embedder: StoreEmbedder | None = None
     maybe_pending: bool = True  # whether entries may wait for vectors (see store_embeddings)
 
@@ -103,7 +105,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         clock: Callable[[], datetime] | None,
         ranking: str = "reference",
         bm25: Bm25Parameters | None = None,
-        embedder: StoreEmbedder | None = None,
+        embed_timeout: float = DEFAULT_TIMEOUT,
     ) -> SqlMemoryStore:
         """The root store over ``unit``, with options already checked (see ``open_store``)."""
         shared = _Shared(
@@ -115,7 +117,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
             ranking=RankingState(tuning),  # this process's copy for retrieval
             ranks_by=ranking,
             bm25=bm25 or Bm25Parameters(),
-            embedder=embedder,
+            embed_timeout=embed_timeout,
         )
         return cls(shared, Scope())
 

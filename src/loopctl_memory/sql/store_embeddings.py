@@ -7,21 +7,35 @@ the store module holds the contract's operations; the rules are those of
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import embedding
-from loopctl_memory.bm25 import check_ranking
+from loopctl_memory.embedders import embedder_from_spec
 from loopctl_memory.errors import EmbedderError, InvalidArgumentError, StorageError
 from loopctl_memory.flat import FlatBatch
+from loopctl_memory.protocol import Embedder
+from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings
+from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.repository import ScopeIds
 from loopctl_memory.sql.store_part import StorePart
 
-if TYPE_CHECKING:
-    from loopctl_memory.sql.embeddings import StoreEmbedder
+
+@dataclass(frozen=True, slots=True)
+class RecordedEmbedder:
+    """The embedder a store records (see ``recorded_embedder``)."""
+
+    name: str
+    dims: int
+    spec: str | None
+    """How the CLI and ``open_store(embedder="recorded")`` make it again (None: they cannot)."""
+    pending: int
+    """The view's entries without its vector."""
 
 
 class EmbeddingOperations(StorePart):
@@ -34,11 +48,7 @@ class EmbeddingOperations(StorePart):
             InvalidArgumentError: it cannot.
 
         """
-        if isinstance(ranking, str) and ranking in embedding.EMBEDDING_RANKINGS:
-            if self._embedder() is None:
-                raise InvalidArgumentError(f"ranking {ranking!r} needs a store with an embedder")
-            return ranking
-        return check_ranking(ranking)
+        return check_ranking(ranking, has_embedder=self._embedder() is not None)
 
     async def _query_vector(self, query: str) -> embedding.Vectors:
         """The query's vector (cached), made before the read.
@@ -50,6 +60,26 @@ class EmbeddingOperations(StorePart):
         embedder = self._embedder()
         assert embedder is not None  # noqa: S101 - checked with the ranking
         return await embedder.queries.vector(embedder.embedder, query, embedder.seconds)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder that makes this store's vectors, or None (no vector ranking)."""
+        found = self._embedder()
+        return None if found is None else found.embedder
+
+    async def bind_embedder(self, embedder: StoreEmbedder, *, record: bool) -> None:
+        """Use ``embedder``, recording it where the store names none (see ``open_store``).
+
+        Raises:
+            EmbedderError: the store's vectors are another embedder's.
+
+        """
+        embedder.embedder_id = await self._unit.run(
+            "open",
+            lambda c: embeddings.bind(c, embedder.embedder, record=record, spec=embedder.spec),
+            write=record,
+        )
+        self._shared.embedder = embedder
 
     def _embedder(self) -> StoreEmbedder | None:
         found: StoreEmbedder | None = self._shared.embedder
@@ -92,6 +122,21 @@ class EmbeddingOperations(StorePart):
         except (EmbedderError, StorageError):
             return
 
+    async def recorded_embedder(self) -> RecordedEmbedder | None:
+        """The embedder the store's vectors are by, as recorded, and the view's pending entries.
+
+        None when the store records none. Needs no embedder: ``stats`` shows it.
+        """
+
+        async def read(connection: AsyncConnection, scope: ScopeIds) -> RecordedEmbedder | None:
+            named = await embeddings.recorded(connection)
+            if named is None:
+                return None
+            pending = await embeddings.pending_count(connection, named.embedder_id, scope)
+            return RecordedEmbedder(named.name, named.dims, named.spec, pending)
+
+        return await self._in_scope("read the embedder", read, write=False)
+
     async def pending_embeddings(self) -> int:
         """How many entries of the view have no vector yet (0 without an embedder)."""
         embedder = self._embedder()
@@ -116,9 +161,96 @@ class EmbeddingOperations(StorePart):
             StorageError: the database refused a read or a write.
 
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        _check_batch_size(batch_size)
         return await self._fill(batch_size, every=True)
+
+    async def reembed(
+        self,
+        embedder: Embedder | str,
+        *,
+        batch_size: int = 256,
+        progress: Callable[[int, int], object] | None = None,
+    ) -> int:
+        """Make every entry's vector with ``embedder``, then make it the store's; how many made.
+
+        ``embedder`` is an embedder or a spec (as ``open_store`` takes them). The
+        store need not have an embedder, nor be able to make its old one. Every
+        entry of the store counts, whatever this view's scope.
+
+        While it runs, retrieval and writes go on with the store's embedder: the
+        new vectors are written beside the old ones (a vector is kept by entry
+        and embedder), ``batch_size`` entries a transaction, each batch embedded
+        outside any transaction, so a reembed that stops (an error, a kill)
+        resumes where it stopped when called again. Once every entry has its new
+        vector, one transaction makes ``embedder`` the store's and deletes the
+        old vectors; a query vector is never compared with another model's.
+        This store then embeds with it; another process still open with the old
+        one gets EmbedderError from its vector rankings and writes no vectors
+        (its entries are pending) until it opens the store again. The entries
+        written meanwhile are embedded last, or stay pending if that fails.
+
+        ``progress(done, total)`` is called before the first batch and after each.
+
+        Raises:
+            InvalidArgumentError: ``batch_size`` is not an int >= 1, or
+                ``embedder`` is not one.
+            EmbedderError: the embedder failed (the batches before it are kept),
+                or an embedder of its name is recorded with other dims.
+            ReadOnlyStoreError: the store is read-only.
+            StorageError: the database refused a read or a write.
+
+        """
+        _check_batch_size(batch_size)
+        seconds = self._shared.embed_timeout
+        new = (
+            StoreEmbedder(embedder_from_spec(embedder), seconds, spec=embedder)
+            if isinstance(embedder, str)
+            else StoreEmbedder(embedding.check_embedder(embedder), seconds)
+        )
+        made_by = await self._unit.run(
+            "reembed",
+            lambda c: embeddings.register(c, new.embedder, new.spec),
+            write=True,
+        )
+        every = ScopeIds(None)
+        total, waiting = await self._unit.run(
+            "reembed",
+            lambda c: embeddings.reembed_counts(c, made_by, every),
+            write=False,
+        )
+        done = total - waiting
+        if progress is not None:
+            progress(done, total)
+        after, made = 0, 0
+        while True:
+            batch = await self._unit.run(
+                "reembed",
+                functools.partial(
+                    _pending_entries, scope=every, made_by=made_by, after=after, limit=batch_size
+                ),
+                write=False,
+            )
+            if not batch:
+                break
+            rows = await _embedded(new, batch)
+            await self._unit.run(
+                "reembed",
+                functools.partial(
+                    embeddings.add_vectors, embedder_id=made_by, made=rows, current=False
+                ),
+                write=True,
+            )
+            made, after, done = made + len(rows), batch[-1][0], min(total, done + len(rows))
+            if progress is not None:
+                progress(done, total)
+        await self._unit.run("reembed", lambda c: embeddings.switch(c, made_by), write=True)
+        new.embedder_id = made_by
+        self._shared.embedder = new
+        self._shared.maybe_pending = True
+        # Entries written with the old embedder meanwhile; if this fails, they stay pending.
+        with contextlib.suppress(EmbedderError, StorageError):
+            made += await self._fill(batch_size, every=True)
+        return made
 
     async def _fill(self, batch_size: int, *, every: bool) -> int:
         embedder = self._embedder()
@@ -133,13 +265,7 @@ class EmbeddingOperations(StorePart):
             )
             if not waiting:
                 return made
-            vectors = await embedding.embed_documents(
-                embedder.embedder, [memory for _, memory in waiting], embedder.seconds
-            )
-            rows = [
-                (seq, memory, embeddings.stored(vector))
-                for (seq, memory), vector in zip(waiting, vectors, strict=True)
-            ]
+            rows = await _embedded(embedder, waiting)
             await self._in_scope(
                 "store embeddings",
                 functools.partial(_add_vectors, made_by=made_by, rows=rows),
@@ -149,6 +275,29 @@ class EmbeddingOperations(StorePart):
             after = waiting[-1][0]
             if not every:
                 return made
+
+
+def _check_batch_size(batch_size: object) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+
+
+async def _embedded(
+    embedder: StoreEmbedder, waiting: list[tuple[int, str]]
+) -> list[tuple[int, str, bytes]]:
+    """(seq, memory, vector) of each (seq, memory), embedded in one call.
+
+    Raises:
+        EmbedderError: the embedder failed.
+
+    """
+    vectors = await embedding.embed_documents(
+        embedder.embedder, [memory for _, memory in waiting], embedder.seconds
+    )
+    return [
+        (seq, memory, embeddings.stored(vector))
+        for (seq, memory), vector in zip(waiting, vectors, strict=True)
+    ]
 
 
 async def _pending_entries(

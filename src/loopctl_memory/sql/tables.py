@@ -108,7 +108,12 @@ INSERT_ENTRIES = (
     f"VALUES ({', '.join('?' * len(ENTRY_FIELDS))})"
 )
 INSERT_TAGS = "INSERT INTO tags (entry_seq, position, tag, tag_lower) VALUES (?, ?, ?, ?)"
-INSERT_VECTORS = "INSERT INTO vectors (entry_seq, embedder_id, vector) VALUES (?, ?, ?)"
+# Only while the embedder is the store's: a process still open with one that reembed
+# replaced writes no vector (its entries are pending for the new one).
+INSERT_VECTORS = (
+    "INSERT INTO vectors (entry_seq, embedder_id, vector)"
+    " SELECT ?, embedder_id, ? FROM index_state WHERE embedder_id = ?"
+)
 
 # --- the token index (see loopctl_memory.sql.index) ---------------------------
 

@@ -82,12 +82,12 @@ class Backend:
         """The batch's tags as rows for ``INSERT INTO tags (entry_seq, ...)``."""
         return [(first_seq + index, *rest) for index, *rest in batch.tags]
 
-    def vector_rows(self, batch: FlatBatch, first_seq: int) -> list[tuple[int, int, bytes]]:
+    def vector_rows(self, batch: FlatBatch, first_seq: int) -> list[tuple[int, bytes, int]]:
         """The batch's vectors as rows for ``INSERT INTO vectors`` (none when it has none)."""
         if batch.vectors is None:
             return []
         made_by = batch.embedder_id
-        return [(first_seq + index, made_by, row) for index, row in enumerate(batch.vectors)]
+        return [(first_seq + index, row, made_by) for index, row in enumerate(batch.vectors)]
 
     def storage_bytes(self, connection: Connection) -> int:
         """Bytes the store's tables and indexes take in the database."""

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loopctl_memory.binary32 import SCORE_RELEVANCE_WEIGHT
+from loopctl_memory.errors import EmbedderError
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
@@ -59,13 +60,14 @@ _MAX_SEGMENTS = 16
 _ROWS_PER_FETCH = 65_536
 _HALF = np.float32(SCORE_RELEVANCE_WEIGHT)
 # What a refresh compares with its copy: the highest seq, the last change, the
-# watermark, the generation and the newest scope.
+# watermark, the generation, the newest scope and the store's embedder.
 _WHERE_THINGS_STAND = (
     "SELECT (SELECT coalesce(max(seq), 0) FROM entries),"
     " (SELECT coalesce(max(id), 0) FROM changes),"
     " (SELECT indexed_through FROM index_state),"
     " (SELECT generation FROM index_state),"
-    " (SELECT coalesce(max(id), 0) FROM scopes)"
+    " (SELECT coalesce(max(id), 0) FROM scopes),"
+    " (SELECT embedder_id FROM index_state)"
 )
 # The entries still present that the change log names: rewritten after being written.
 _REWRITTEN = "SELECT DISTINCT c.seq FROM changes c JOIN entries e ON e.seq = c.seq"
@@ -97,6 +99,7 @@ class RankingState:
         self.change = 0  # the last change applied
         self.mark = 0  # the watermark the segments reach
         self.generation = 0
+        self.embedder_id = 0  # the store's embedder, whose vectors rank (0: none)
         self.half: Halves = np.full(1, -np.inf, np.float32)
         self.scope_of: npt.NDArray[np.int64] = np.full(1, -1, np.int64)
         self._scope_names: dict[int, str] = {}
@@ -134,7 +137,9 @@ class RankingState:
             raise
 
     def _refresh(self, connection: Reader) -> None:
-        top, change, mark, generation, newest_scope = connection.one(_WHERE_THINGS_STAND)
+        top, change, mark, generation, newest_scope, embedder_id = connection.one(
+            _WHERE_THINGS_STAND
+        )
         change, mark, generation = int(change), int(mark or 0), int(generation or 0)
         # Postings may name removed entries above the newest live one: cover them too.
         top = max(int(top), mark)
@@ -146,9 +151,11 @@ class RankingState:
         ):
             self._reset()
             self.generation = generation
+            self.embedder_id = int(embedder_id or 0)
             self._read_scopes(connection, int(newest_scope))  # first: see _read_entries
             self._load(connection, top, change, mark)
             return
+        self.embedder_id = int(embedder_id or 0)
         if int(newest_scope) > self._scopes_read:
             self._read_scopes(connection, int(newest_scope))
         if mark > self.mark:
@@ -384,7 +391,17 @@ class RankingState:
         return self._words
 
     def vectors(self, connection: Reader, embedder_id: int, dims: int) -> VectorIndex:
-        """The vectors by embedder ``embedder_id``, as current as the rest (read on first use)."""
+        """The vectors by embedder ``embedder_id``, as current as the rest (read on first use).
+
+        Raises:
+            EmbedderError: the store's vectors are now another embedder's (``reembed``).
+
+        """
+        if embedder_id != self.embedder_id:
+            raise EmbedderError(
+                "this store's vectors are now by another embedder (reembed replaced this"
+                " one): open the store again with the new one"
+            )
         if self._vectors is None or self._vectors.embedder_id != embedder_id:
             vectors = VectorIndex(embedder_id, dims)
             with connection.backend.reading_once(connection):

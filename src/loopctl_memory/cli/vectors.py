@@ -1,0 +1,78 @@
+"""The commands on the store's vectors: ``embed-pending`` and ``reembed``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from loopctl_memory.cli.messages import example
+from loopctl_memory.cli.names import PROG
+from loopctl_memory.cli.settings import Settings, need_embedder, with_store
+
+if TYPE_CHECKING:
+    from loopctl_memory.sql.store import SqlMemoryStore
+
+_BATCH_SIZE = click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Memories embedded in one call, and written in one transaction.",
+)
+
+
+@click.command(
+    "embed-pending",
+    epilog=example(
+        f"{PROG} embed-pending",
+        f"{PROG} --embedder ollama:nomic-embed-text embed-pending --batch-size 64",
+    ),
+)
+@_BATCH_SIZE
+@click.pass_obj
+def embed_pending(settings: Settings, batch_size: int) -> None:
+    """Make the vectors of the memories stored while the embedder failed (pending ones).
+
+    A memory whose vector could not be made (the embedder raised or timed out)
+    is stored all the same and found by the lexical rankings; this makes its
+    vector, so that the vector and hybrid rankings find it too.
+    """
+
+    async def work(store: SqlMemoryStore) -> tuple[int, int]:
+        need_embedder(store)
+        made = await store.embed_pending(batch_size)
+        return made, await store.pending_embeddings()
+
+    made, left = with_store(settings, work)
+    message = f"Made the vectors of {made} pending memories"
+    click.echo(message + (f"; {left} still pending" if left else ""))
+
+
+@click.command(
+    epilog=example(
+        f"{PROG} reembed sentence-transformers:BAAI/bge-small-en-v1.5",
+        f"{PROG} reembed openai:text-embedding-3-small --batch-size 512",
+    )
+)
+@click.argument("spec")
+@_BATCH_SIZE
+@click.pass_obj
+def reembed(settings: Settings, spec: str, batch_size: int) -> None:
+    """Make every memory's vector again with the embedder SPEC, and record it as the store's.
+
+    Searches and writes go on with the old embedder meanwhile; the old vectors
+    go only once every memory has its new one. Interrupted, it resumes where it
+    stopped when run again. The old embedder is not needed.
+    """
+    from loopctl_memory.cli.rendering import ReembedProgress
+
+    async def work(store: SqlMemoryStore) -> tuple[int, str, int]:
+        with ReembedProgress() as progress:
+            made = await store.reembed(spec, batch_size=batch_size, progress=progress.update)
+        named = store.embedder
+        assert named is not None  # noqa: S101 - reembed made it the store's
+        return made, named.name, named.dims
+
+    made, name, dims = with_store(settings, work, embedder=False)
+    click.echo(f"Made {made} vectors with {name} ({dims} dims); it is now the store's embedder")

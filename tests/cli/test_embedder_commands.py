@@ -1,0 +1,140 @@
+"""The command line with an embedder: recorded by ``init``, used by every later command.
+
+The embedder is the test suite's fake (``python:tests.embedders:...``): no model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from loopctl_memory import open_store
+
+SPEC = "python:tests.embedders:WordsEmbedder"
+NEXT = "python:tests.embedders:next_model"
+
+
+def _library_search(db: Path, query: str, ranking: str) -> list[tuple[str, float]]:
+    async def work() -> list[tuple[str, float]]:
+        async with open_store(db, embedder=SPEC) as store:
+            found = await store.retrieve_scored(query, 10, ranking=ranking)
+        return [(str(entry.id), score) for entry, score in found]
+
+    return asyncio.run(work())
+
+
+def _stats(on_db) -> dict[str, Any]:
+    result = on_db("stats", "--json")
+    assert 0 == result.exit_code, result.output
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
+
+
+def _add(on_db, *args: str) -> None:
+    for text in ("deploy failed on the cache node", "the cache warms at noon", "tests are green"):
+        result = on_db(*args, "add", text, "--category", "fact")
+        assert 0 == result.exit_code, result.output
+
+
+def test_init_records_the_embedder_and_later_commands_use_it(on_db, db):
+    result = on_db("init", "--embedder", SPEC)
+    assert 0 == result.exit_code, result.output
+    assert "Recorded the embedder fake:words (16 dims)" in result.stdout
+    _add(on_db)
+    assert _stats(on_db)["embedder"] == {
+        "name": "fake:words",
+        "dims": 16,
+        "spec": SPEC,
+        "pending": 0,
+    }
+    for ranking in ("vector", "hybrid"):
+        result = on_db("search", "cache deploy", "--ranking", ranking, "--json")
+        assert 0 == result.exit_code, result.output
+        shown = [(entry["id"], entry["score"]) for entry in json.loads(result.stdout)]
+        assert shown == _library_search(db, "cache deploy", ranking)
+        assert len(shown) == 3
+    table = on_db("search", "cache deploy", "--ranking", "hybrid")
+    assert "deploy failed on the cache node" in table.stdout
+
+
+def test_init_on_a_store_with_entries_makes_their_vectors(on_db):
+    _add(on_db)
+    result = on_db("init", "--embedder", SPEC)
+    assert 0 == result.exit_code, result.output
+    assert "made the vectors of 3 memories" in result.stdout
+    assert _stats(on_db)["embedder"]["pending"] == 0
+
+
+def test_embedder_none_leaves_entries_pending_until_embed_pending(on_db):
+    on_db("init", "--embedder", SPEC)
+    _add(on_db, "--embedder", "none")
+    assert _stats(on_db)["embedder"]["pending"] == 3
+    table = on_db("stats")
+    assert "embed-pending makes their vectors" in table.stdout
+    result = on_db("embed-pending", "--batch-size", "2")
+    assert 0 == result.exit_code, result.output
+    assert "Made the vectors of 3 pending memories" in result.stdout
+    assert _stats(on_db)["embedder"]["pending"] == 0
+
+
+def test_the_embedder_variable_gives_the_embedder(on_db, monkeypatch):
+    monkeypatch.setenv("LOOPCTL_MEMORY_EMBEDDER", SPEC)
+    _add(on_db)
+    assert _stats(on_db)["embedder"]["spec"] == SPEC
+    monkeypatch.delenv("LOOPCTL_MEMORY_EMBEDDER")
+    result = on_db("search", "cache", "--ranking", "vector", "--json")  # now from the record
+    assert 0 == result.exit_code, result.output
+    assert len(json.loads(result.stdout)) == 3
+
+
+def test_vector_search_without_an_embedder_says_how_to_get_one(on_db):
+    _add(on_db)
+    result = on_db("search", "cache", "--ranking", "vector")
+    assert 1 == result.exit_code
+    assert "records no embedder" in result.output
+    assert "init --embedder SPEC" in result.output
+    assert _stats(on_db)["embedder"] is None
+    assert 1 == on_db("embed-pending").exit_code
+
+
+def test_another_embedder_is_refused_naming_both(on_db):
+    on_db("init", "--embedder", SPEC)
+    result = on_db("--embedder", NEXT, "add", "x", "--category", "fact")
+    assert 1 == result.exit_code
+    assert "by 'fake:words' (16 dims), not 'fake:next' (24 dims)" in result.output
+    assert "reembed" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_reembed_replaces_the_model_and_records_it(on_db, db):
+    on_db("init", "--embedder", SPEC)
+    _add(on_db)
+    result = on_db("reembed", NEXT, "--batch-size", "2")
+    assert 0 == result.exit_code, result.output
+    assert "Made 3 vectors with fake:next (24 dims)" in result.stdout
+    assert _stats(on_db)["embedder"] == {
+        "name": "fake:next",
+        "dims": 24,
+        "spec": NEXT,
+        "pending": 0,
+    }
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT count(*) FROM vectors").fetchone() == (3,)
+    result = on_db("search", "cache", "--ranking", "hybrid", "--json")
+    assert 0 == result.exit_code, result.output
+    assert len(json.loads(result.stdout)) == 3
+
+
+def test_a_recorded_spec_that_cannot_be_made_is_one_line_and_none_gets_around_it(on_db, db):
+    on_db("init", "--embedder", SPEC)
+    _add(on_db)
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE embedders SET spec = 'python:not_a_module_here:E'")
+    result = on_db("search", "cache")
+    assert 1 == result.exit_code
+    assert "'python:not_a_module_here:E' cannot be made" in result.output
+    assert 0 == on_db("--embedder", "none", "search", "cache").exit_code
+    assert 0 == on_db("stats").exit_code  # stats needs no embedder
