@@ -82,6 +82,9 @@ class AsyncOverSync:
     async def embed_pending(self, batch_size: int = 256) -> int:
         return await asyncio.to_thread(self.sync.embed_pending, batch_size)
 
+    async def retrieve_explained(self, query: str, limit: int, **choices: Any) -> Any:
+        return await asyncio.to_thread(self.sync.retrieve_explained, query, limit, **choices)
+
     async def reembed(self, embedder: Any, **choices: Any) -> int:
         return await asyncio.to_thread(self.sync.reembed, embedder, **choices)
 

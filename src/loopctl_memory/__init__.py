@@ -22,6 +22,7 @@ from loopctl_memory.errors import (
 )
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.protocol import Embedder, LoopMemory
+from loopctl_memory.rankings import Explanation
 
 if TYPE_CHECKING:
     from loopctl_memory import sync as sync  # the blocking API, a module of its own
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from loopctl_memory.lifecycle import ConsolidationConfig
     from loopctl_memory.sql.opening import OpenOptions, open_store
     from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store_embeddings import RecordedEmbedder
 
 if TYPE_CHECKING:
     __version__: str
@@ -39,6 +41,7 @@ __all__ = [
     "DuplicateEntryError",
     "Embedder",
     "EmbedderError",
+    "Explanation",
     "InMemoryStore",
     "InvalidArgumentError",
     "InvalidEntryError",
@@ -49,6 +52,7 @@ __all__ = [
     "MemoryFilter",
     "OpenOptions",
     "ReadOnlyStoreError",
+    "RecordedEmbedder",
     "SchemaError",
     "SqlMemoryStore",
     "StorageError",
@@ -63,6 +67,7 @@ _LAZY = {
     "ConsolidationConfig": "loopctl_memory.lifecycle",
     "InMemoryStore": "loopctl_memory.builtin",
     "OpenOptions": "loopctl_memory.sql.opening",
+    "RecordedEmbedder": "loopctl_memory.sql.store_embeddings",
     "SqlMemoryStore": "loopctl_memory.sql.store",
     "open_store": "loopctl_memory.sql.opening",
 }

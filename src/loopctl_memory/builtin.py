@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import numpy.typing as npt
 
 from loopctl_memory import bm25, embedding, fusion, lifecycle
 from loopctl_memory.binary32 import f32
@@ -26,7 +27,12 @@ from loopctl_memory.errors import DuplicateEntryError, EmbedderError, InvalidArg
 from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
-from loopctl_memory.rankings import EMBEDDING_RANKINGS, check_ranking
+from loopctl_memory.rankings import (
+    EMBEDDING_RANKINGS,
+    Explanation,
+    check_ranking,
+    explain_single,
+)
 from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, parse_query
 
 
@@ -344,6 +350,19 @@ class InMemoryStore:
             EmbedderError: the query's vector could not be made.
 
         """
+        has_vector, cosines = await self._cosines(query)
+        entries = self._entries
+        if ranking == "vector":
+            return [(float(cosines[n]), entries[n]) for n in np.flatnonzero(has_vector)]
+        lexical = self._bm25_array(query)
+        scores = fusion.hybrid_scores(lexical, cosines, has_vector)
+        return [
+            (float(scores[n]), entries[n])
+            for n in np.flatnonzero(fusion.competing(lexical, has_vector))
+        ]
+
+    async def _cosines(self, query: str) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """Which entries have a vector, and each one's cosine with the query's (by position)."""
         embedder = self._embedder
         assert embedder is not None  # noqa: S101 - checked with the ranking
         wanted = await self._query_vectors.vector(embedder, query, self._embed_timeout)
@@ -355,17 +374,43 @@ class InMemoryStore:
             if held is not None and held[0] == entry.memory:
                 has_vector[n] = True
                 rows[n] = held[1]
-        cosines = embedding.cosines(rows, wanted)
-        if ranking == "vector":
-            return [(float(cosines[n]), entries[n]) for n in np.flatnonzero(has_vector)]
-        documents = [_document(entry.memory, tuple(entry.tags)) for entry in entries]
+        return has_vector, embedding.cosines(rows, wanted)
+
+    def _bm25_array(self, query: str) -> npt.NDArray[np.float64]:
+        """Each entry's BM25 score, 0 where it is not positive (by position)."""
+        documents = [_document(entry.memory, tuple(entry.tags)) for entry in self._entries]
         lexical = np.array(bm25.scores(query_tokens(query), documents, self._bm25), np.float64)
-        lexical = np.where(lexical > 0, lexical, 0.0)
-        scores = fusion.hybrid_scores(lexical, cosines, has_vector)
-        return [
-            (float(scores[n]), entries[n])
-            for n in np.flatnonzero(fusion.competing(lexical, has_vector))
-        ]
+        return np.where(lexical > 0, lexical, 0.0)
+
+    async def retrieve_explained(
+        self,
+        query: str,
+        limit: int,
+        *,
+        ranking: str | None = None,
+        filter: MemoryFilter | None = None,
+        matched_only: bool = False,
+    ) -> list[tuple[MemoryEntry, Explanation]]:
+        """:meth:`retrieve_scored`, each score with its parts (:class:`Explanation`)."""
+        chosen = self._ranking if ranking is None else self._check_ranking(ranking)
+        found = await self.retrieve_scored(
+            query, limit, ranking=chosen, filter=filter, matched_only=matched_only
+        )
+        if chosen != "hybrid":
+            return [(entry, explain_single(chosen, score)) for entry, score in found]
+        has_vector, cosines = await self._cosines(query)
+        lexical = self._bm25_array(query)
+        held = cosines[has_vector]
+        low, high = (float(held.min()), float(held.max())) if len(held) else (0.0, 0.0)
+        top = float(lexical.max()) if len(lexical) else 0.0
+        position = {entry.id: n for n, entry in enumerate(self._entries)}
+        explained = []
+        for entry, score in found:
+            n = position[entry.id]
+            cosine = float(cosines[n]) if has_vector[n] else None
+            parts = Explanation(score, float(lexical[n]), cosine, top, low, high)
+            explained.append((entry, parts))
+        return explained
 
     async def consolidate(
         self, config: ConsolidationConfig | None = None, *, vacuum: bool = False

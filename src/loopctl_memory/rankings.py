@@ -7,6 +7,8 @@ cosine fused, :mod:`loopctl_memory.fusion`) need the store's embedder.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from loopctl_memory.errors import InvalidArgumentError
 
 LEXICAL_RANKINGS = ("reference", "bm25")
@@ -32,3 +34,36 @@ def check_ranking(value: object, *, has_embedder: bool = False, what: str = "ran
     if value in EMBEDDING_RANKINGS and not has_embedder:
         raise InvalidArgumentError(f"{what} {value!r} needs a store with an embedder")
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What one score of ``retrieve_explained`` is made of.
+
+    ``bm25``: the entry's BM25 score (``bm25``: the score itself; ``hybrid``: 0.0
+    when no word matched). ``cosine``: the cosine of its vector and the query's
+    (``vector``: the score itself; ``hybrid``: None while it has no vector). For
+    ``hybrid``, the view's largest BM25 score and cosine range, which give::
+
+        score == 0.5 * bm25 / bm25_max + 0.5 * (cosine - cosine_min) / (cosine_max - cosine_min)
+
+    (each part 0 where its divisor is 0 or the cosine is None). The reference
+    score has no parts here: it is ``relevance * 0.5 + 0.4 * word share + 0.3 *
+    tag match + 0.1``, as the README details.
+    """
+
+    score: float
+    bm25: float | None = None
+    cosine: float | None = None
+    bm25_max: float | None = None
+    cosine_min: float | None = None
+    cosine_max: float | None = None
+
+
+def explain_single(ranking: str, score: float) -> Explanation:
+    """The explanation of a score that is one part: BM25's, a cosine, or the reference's."""
+    if ranking == "bm25":
+        return Explanation(score, bm25=score)
+    if ranking == "vector":
+        return Explanation(score, cosine=score)
+    return Explanation(score)

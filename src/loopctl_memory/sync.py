@@ -47,6 +47,7 @@ from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.lifecycle import UNSET, ConsolidationConfig, Unset
 from loopctl_memory.protocol import Embedder
+from loopctl_memory.rankings import Explanation
 from loopctl_memory.sql.opening import OpenOptions
 from loopctl_memory.sql.opening import open_store as _open_async
 from loopctl_memory.sql.store import SqlMemoryStore
@@ -347,6 +348,22 @@ class SyncMemoryStore:
         """
         return self._runner.run(
             self._store.retrieve_scored(
+                query, limit, ranking=ranking, filter=filter, matched_only=matched_only
+            )
+        )
+
+    def retrieve_explained(
+        self,
+        query: str,
+        limit: int,
+        *,
+        ranking: str | None = None,
+        filter: MemoryFilter | None = None,
+        matched_only: bool = False,
+    ) -> list[tuple[MemoryEntry, Explanation]]:
+        """:meth:`retrieve_scored`, each score with its parts (see the async store)."""
+        return self._runner.run(
+            self._store.retrieve_explained(
                 query, limit, ranking=ranking, filter=filter, matched_only=matched_only
             )
         )

@@ -166,3 +166,35 @@ async def test_the_vector_and_hybrid_rankings_are_inmemorystores(store_factory):
     for target in (store, oracle):
         await target.embed_pending()
     await _same_rankings(store, oracle)
+
+
+async def test_retrieve_explained_gives_the_parts_inmemorystore_gives(store_factory):
+    embedders = Switchable(), Switchable()
+    store = await store_factory(embedder=embedders[0])
+    oracle = InMemoryStore(embedder=embedders[1])
+    batches = [_entries(0, 12), _entries(12, 4)]
+    for number, batch in enumerate(batches):
+        for embedder in embedders:
+            embedder.broken = number == 1  # pending: BM25 part only
+        for target in (store, oracle):
+            await target.store_many(batch)
+    for ranking in ("reference", "bm25", "vector", "hybrid"):
+        for query in ("cache 3", "note 13 about", "zzz"):
+            found = await store.retrieve_explained(query, 6, ranking=ranking)
+            expected = await oracle.retrieve_explained(query, 6, ranking=ranking)
+            assert [(e.id, p) for e, p in found] == [(e.id, p) for e, p in expected]
+            scored = await store.retrieve_scored(query, 6, ranking=ranking)
+            assert [(e.id, p.score) for e, p in found] == [(e.id, s) for e, s in scored]
+    found = await store.retrieve_explained("note 13 about cache", 16, ranking="hybrid")
+    assert any(parts.cosine is None for _, parts in found)  # the pending ones
+    for _, parts in found:
+        assert parts.bm25 is not None
+        assert parts.bm25_max is not None
+        assert parts.cosine_min is not None
+        assert parts.cosine_max is not None
+        cosine_part = (
+            0.0
+            if parts.cosine is None
+            else (parts.cosine - parts.cosine_min) / (parts.cosine_max - parts.cosine_min)
+        )
+        assert parts.score == 0.5 * parts.bm25 / parts.bm25_max + 0.5 * cosine_part

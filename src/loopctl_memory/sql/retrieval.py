@@ -21,6 +21,7 @@ from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import EPOCH, MICROSECOND
 from loopctl_memory.lifecycle import access_matches, check_now, stamp_accessed
+from loopctl_memory.rankings import Explanation, explain_single
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import filtering, repository
@@ -44,29 +45,36 @@ class Request:
     query_vector: Vectors | None = None
     """The query's vector, made before the read, for the vector and hybrid rankings."""
     embedder_id: int = 0
+    explain: bool = False
+    """Also each score's parts (``retrieve_explained``)."""
 
 
-async def retrieve_scored(
+async def retrieve_explained(
     unit: UnitOfWork,
     state: RankingState,
     lock: asyncio.Lock,
     request: Request,
     *,
     clock: Callable[[], datetime] | None,
-) -> list[tuple[MemoryEntry, float]]:
-    """The best entries for ``request`` with their scores, in one read transaction.
+) -> list[tuple[MemoryEntry, Explanation]]:
+    """The best entries for ``request``, each score with its parts, in one read transaction.
 
-    ``state`` is refreshed in that transaction, holding ``lock`` (one retrieval
-    at a time moves the copy forward). With a ``clock``, an access of each
-    returned entry the query matched is recorded after the read, at its time.
+    The parts are only the score unless ``request.explain`` asks. ``state`` is
+    refreshed in that transaction, holding ``lock`` (one retrieval at a time
+    moves the copy forward). With a ``clock``, an access of each returned entry
+    the query matched is recorded after the read, at its time.
     """
-    Answer = tuple[list[int], list[MemoryEntry], list[float]]  # noqa: N806
+    Answer = tuple[list[int], list[MemoryEntry], list[Explanation]]  # noqa: N806
 
     def answer(reader: Reader) -> Answer:
         state.refresh(reader)
         found = ranked(state, reader, request)
         seqs = [seq for seq, _ in found]
-        return seqs, repository.entries_by_seq(reader, seqs), [score for _, score in found]
+        return (
+            seqs,
+            repository.entries_by_seq(reader, seqs),
+            _explained(state, reader, request, found),
+        )
 
     def stamp(answered: Answer) -> Statement | None:
         assert clock is not None  # noqa: S101 - only passed with one
@@ -75,10 +83,32 @@ async def retrieve_scored(
         return access_stamp(request.query, seqs, found, clock(), every=every)
 
     async with lock:
-        _, found, scores = await unit.read(
+        _, found, parts = await unit.read(
             "retrieve", answer, then_write=stamp if clock is not None else None
         )
-    return list(zip(found, scores, strict=True))
+    return list(zip(found, parts, strict=True))
+
+
+def _explained(
+    state: RankingState, reader: Reader, request: Request, found: list[tuple[int, float]]
+) -> list[Explanation]:
+    """Each score of ``found`` with its parts (only the score unless ``request.explain``)."""
+    if not request.explain or request.ranking != "hybrid" or request.query_vector is None:
+        ranking = request.ranking if request.explain else "reference"
+        return [explain_single(ranking, score) for _, score in found]
+    parts = vector.hybrid_parts(
+        state,
+        reader,
+        request.query_vector,
+        [seq for seq, _ in found],
+        request.scope,
+        request.embedder_id,
+        (query_tokens(request.query), request.parameters),
+    )
+    return [
+        Explanation(score, lexical, cosine, top, span[0], span[1])
+        for (_, score), (lexical, cosine, top, span) in zip(found, parts, strict=True)
+    ]
 
 
 def ranked(state: RankingState, reader: Reader, request: Request) -> list[tuple[int, float]]:

@@ -35,7 +35,7 @@ from loopctl_memory.errors import InvalidArgumentError, StorageError
 from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.lifecycle import ConsolidationConfig
-from loopctl_memory.rankings import EMBEDDING_RANKINGS
+from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
@@ -266,12 +266,42 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         with unmatched entries; BM25 never does); the ranking among them is
         unchanged. Raises as :meth:`retrieve` does.
         """
+        found = await self._retrieve(query, limit, ranking, filter, matched_only, explain=False)
+        return [(entry, parts.score) for entry, parts in found]
+
+    async def retrieve_explained(
+        self,
+        query: str,
+        limit: int,
+        *,
+        ranking: str | None = None,
+        filter: MemoryFilter | None = None,
+        matched_only: bool = False,
+    ) -> list[tuple[MemoryEntry, Explanation]]:
+        """:meth:`retrieve_scored`, each score with its parts (:class:`Explanation`).
+
+        ``hybrid``: the BM25 score and cosine fused, and the view's BM25 maximum
+        and cosine range they were scaled by; ``bm25`` and ``vector``: the one
+        part. Raises as :meth:`retrieve` does.
+        """
+        return await self._retrieve(query, limit, ranking, filter, matched_only, explain=True)
+
+    async def _retrieve(
+        self,
+        query: str,
+        limit: int,
+        ranking: str | None,
+        filter: MemoryFilter | None,
+        matched_only: bool,
+        *,
+        explain: bool,
+    ) -> list[tuple[MemoryEntry, Explanation]]:
         validate_query(query, limit)
         shared = self._shared
         chosen = shared.ranks_by if ranking is None else self._check_ranking(ranking)
         passes = check_filter(filter)
         made = await self._query_vector(query) if chosen in EMBEDDING_RANKINGS else None
-        return await retrieval.retrieve_scored(
+        return await retrieval.retrieve_explained(
             self._unit,
             shared.ranking,
             shared.ranking_lock,
@@ -285,6 +315,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
                 matched_only=matched_only,
                 query_vector=made,
                 embedder_id=0 if shared.embedder is None else shared.embedder.embedder_id,
+                explain=explain,
             ),
             clock=shared.clock if shared.track_access else None,
         )

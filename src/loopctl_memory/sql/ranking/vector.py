@@ -134,3 +134,38 @@ def _exact_range(
     lowest = np.flatnonzero(rough <= float(rough.min()) + 2 * bound)
     highest = np.flatnonzero(rough >= float(rough.max()) - 2 * bound)
     return float(exact(lowest).min()), float(exact(highest).max())
+
+
+def hybrid_parts(  # noqa: PLR0917 - the retrieval's arguments
+    state: RankingState,
+    reader: Reader,
+    query: Vectors,
+    seqs: list[int],
+    scope: Scope,
+    embedder_id: int,
+    lexical: tuple[list[str], Bm25Parameters],
+) -> list[tuple[float, float | None, float, tuple[float, float]]]:
+    """Each seq's (BM25 score, cosine or None, the view's BM25 maximum, its cosine range).
+
+    What :func:`top_scored` fused for ``hybrid``, computed again exactly for the
+    entries it returned (``retrieve_explained``: a rare call, kept plain).
+    """
+    size = state.top + 1
+    vectors = state.vectors(reader, embedder_id, len(query))
+    universe = state.live(size) & vectors.present[:size]
+    members = state.members(scope, size)
+    if members is not None:
+        universe &= members.mask
+    every = embedding.cosines(vectors.matrix[np.flatnonzero(universe)], query)
+    span = (float(every.min()), float(every.max())) if len(every) else (0.0, 0.0)
+    tokens, parameters = lexical
+    matched, lexical_scores = bm25.positive_scores(state, reader, tokens, scope, parameters)
+    top = float(lexical_scores.max()) if len(lexical_scores) else 0.0
+    by_seq = dict(zip(matched.tolist(), lexical_scores.tolist(), strict=True))
+    parts: list[tuple[float, float | None, float, tuple[float, float]]] = []
+    for seq in seqs:
+        cosine = None
+        if seq < size and universe[seq]:
+            cosine = float(embedding.cosines(vectors.matrix[[seq]], query)[0])
+        parts.append((float(by_seq.get(seq, 0.0)), cosine, top, span))
+    return parts
