@@ -115,6 +115,30 @@ async def _call(embedder: Embedder, method: Any, argument: Any, seconds: float) 
         raise EmbedderError(f"embedder {embedder.name!r} took longer than {seconds:g} s") from exc
 
 
+def float32_rows(
+    values: Any, count: int, dims: int, source: str = "the embedder's answer"
+) -> Vectors:
+    """``values`` as ``count`` finite binary32 rows of ``dims`` (the array itself if it is one).
+
+    Raises:
+        EmbedderError: another shape, or a number not finite; the message names ``source``.
+
+    """
+    try:
+        rows: Vectors = (
+            values
+            if isinstance(values, np.ndarray) and values.dtype == np.float32
+            else np.asarray(values, dtype=np.float32)
+        )
+    except (TypeError, ValueError) as exc:
+        raise EmbedderError(f"{source}: no array of numbers: {exc}") from exc
+    if rows.shape != (count, dims):
+        raise EmbedderError(f"{source}: vectors of shape {rows.shape}, not ({count}, {dims})")
+    if not np.isfinite(rows).all():
+        raise EmbedderError(f"{source}: a number that is not finite (NaN, inf or null)")
+    return rows
+
+
 def unit_rows(values: Any, count: int, dims: int) -> Vectors:
     """``values`` as ``count`` binary32 rows of ``dims``, each scaled to unit length.
 
@@ -122,20 +146,8 @@ def unit_rows(values: Any, count: int, dims: int) -> Vectors:
         EmbedderError: another shape, or a number not finite.
 
     """
-    try:
-        rows = (
-            values
-            if isinstance(values, np.ndarray) and values.dtype == np.float32
-            else np.asarray(values, dtype=np.float32)
-        )
-    except (TypeError, ValueError) as exc:
-        raise EmbedderError(f"the embedder gave no array of numbers: {exc}") from exc
-    if rows.shape != (count, dims):
-        raise EmbedderError(f"the embedder gave shape {rows.shape}, not ({count}, {dims})")
-    squares = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
-    if not np.isfinite(squares).all():  # a NaN or an infinity in a row makes its sum one
-        raise EmbedderError("the embedder gave a number that is not finite")
-    norms = np.sqrt(squares).astype(np.float32)
+    rows = float32_rows(values, count, dims)
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64)).astype(np.float32)
     norms[norms == 0] = 1  # a zero row stays zero
     return np.ascontiguousarray(rows / norms[:, None], dtype=np.float32)
 

@@ -195,7 +195,7 @@ def test_st_dims_unknown_to_the_model_are_measured(st_models):
 
 def test_st_vectors_of_another_shape_are_an_embedder_error(st_models):
     embedder = SentenceTransformerEmbedder("wrong-shape")
-    with pytest.raises(EmbedderError, match=r"shape \(1, 3\), expected \(1, 4\)"):
+    with pytest.raises(EmbedderError, match=r"shape \(1, 3\), not \(1, 4\)"):
         embedder.embed_documents(["a"])
 
 
@@ -456,7 +456,7 @@ async def test_http_a_wrong_number_of_vectors_is_an_embedder_error():
 async def test_http_vectors_of_other_dims_are_an_embedder_error():
     short = {"data": [{"index": 0, "embedding": [1.0, 2.0, 3.0]}]}
     async with contextlib.aclosing(http_embedder(Endpoint(answering(json=short)))) as embedder:
-        with pytest.raises(EmbedderError, match=r"shape \(1, 3\), expected \(1, 4\)"):
+        with pytest.raises(EmbedderError, match=r"shape \(1, 3\), not \(1, 4\)"):
             await embedder.embed_query("x")
 
 

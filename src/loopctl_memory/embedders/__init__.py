@@ -34,10 +34,7 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
-
-from loopctl_memory.embedding import check_embedder
+from loopctl_memory.embedding import check_embedder, float32_rows
 from loopctl_memory.errors import EmbedderError, InvalidArgumentError
 from loopctl_memory.protocol import Embedder
 
@@ -51,6 +48,7 @@ __all__ = [
     "OpenAICompatibleEmbedder",
     "SentenceTransformerEmbedder",
     "embedder_from_spec",
+    "float32_rows",
 ]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -170,21 +168,3 @@ def import_extra(module: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise missing_extra(module, extra) from exc
-
-
-def float32_rows(vectors: Any, count: int, dims: int, name: str) -> npt.NDArray[np.float32]:
-    """``vectors`` as a float32 array of shape ``(count, dims)``.
-
-    Raises:
-        EmbedderError: They are not finite numbers of that shape.
-
-    """
-    try:
-        rows = np.asarray(vectors, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise EmbedderError(f"{name}: vectors that are not numbers: {exc}") from exc
-    if rows.shape != (count, dims):
-        raise EmbedderError(f"{name}: vectors of shape {rows.shape}, expected {(count, dims)}")
-    if not np.isfinite(rows).all():
-        raise EmbedderError(f"{name}: a vector that is not finite (NaN, inf or null)")
-    return rows

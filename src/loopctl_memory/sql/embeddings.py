@@ -62,9 +62,8 @@ class StoreEmbedder:
         """Make the batch's vectors before its transaction; whether they were made.
 
         A failing embedder leaves the batch without vectors (its entries pending).
+        The store calls it only for a bound embedder and a batch of entries.
         """
-        if not len(batch) or not self.embedder_id:
-            return False
         made = await self.try_embed([entry[2] for entry in batch.entries])
         if made is None:
             return False
