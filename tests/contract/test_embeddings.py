@@ -198,3 +198,29 @@ async def test_retrieve_explained_gives_the_parts_inmemorystore_gives(store_fact
             else (parts.cosine - parts.cosine_min) / (parts.cosine_max - parts.cosine_min)
         )
         assert parts.score == 0.5 * parts.bm25 / parts.bm25_max + 0.5 * cosine_part
+
+
+async def test_a_filter_and_pending_entries_rank_as_in_inmemorystore(store_factory):
+    """A filter that removes entries, with matched entries still pending: every hybrid path."""
+    embedders = Switchable(), Switchable()
+    store = await store_factory(embedder=embedders[0])
+    oracle = InMemoryStore(embedder=embedders[1])
+    kinds = [MemoryCategory.FACT, MemoryCategory.INSIGHT, MemoryCategory.STRATEGY]
+    batches = [
+        [
+            MemoryEntry(kinds[n % 3], f"note {n} about cache {n % 5}", tags=[f"t{n % 4}"])
+            for n in range(first, first + 15)
+        ]
+        for first in (0, 15, 30)
+    ]
+    for number, batch in enumerate(batches):
+        for embedder in embedders:
+            embedder.broken = number == 1
+        for target in (store, oracle):
+            await target.store_many(batch)
+    for passes in (
+        None,
+        MemoryFilter(categories=[MemoryCategory.INSIGHT]),
+        MemoryFilter(tags_any=["t1", "t2"]),
+    ):
+        await _same_rankings(store, oracle, passes)

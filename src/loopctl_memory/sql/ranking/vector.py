@@ -73,18 +73,18 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments
     matched, lexical_scores = bm25.positive_scores(state, reader, tokens, scope, parameters)
     top = float(lexical_scores.max()) if len(lexical_scores) else 0.0
     span = _exact_range(rough, bound, exact)
-    # By seq, then narrowed to the entries that have either part (sorting would cost more).
-    bm_by_seq = np.zeros(size, np.float64)
-    bm_by_seq[matched] = lexical_scores
-    row_by_seq = np.full(size, -1, np.int64)
-    row_by_seq[seqs] = np.arange(len(seqs))
-    every = np.flatnonzero((row_by_seq >= 0) | (bm_by_seq > 0))
-    bm, row_of = bm_by_seq[every], row_by_seq[every]
-    has_vector = row_of >= 0
-    keep = fusion.competing(bm, has_vector)
-    if allowed is not None:
-        keep &= allowed[every]
-    candidates = np.flatnonzero(keep)
+    # Every entry with a vector competes, and the matched ones without (pending): by seq.
+    by_seq = np.zeros(size, np.float64)
+    by_seq[matched] = lexical_scores
+    pending = matched[~universe[matched]]
+    if len(pending):
+        every = np.union1d(seqs, pending)
+        has_vector = universe[every]
+        row_of = np.searchsorted(seqs, every)  # the rough row of those with a vector
+    else:
+        every, has_vector, row_of = seqs, np.ones(len(seqs), np.bool_), np.arange(len(seqs))
+    bm = by_seq[every]
+    candidates = np.arange(len(every)) if allowed is None else np.flatnonzero(allowed[every])
 
     def fused(picked: Ints, cosine_of: Callable[[Ints], Floats]) -> Floats:
         chosen = candidates[picked]
@@ -93,7 +93,10 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments
         cosines[vectored] = cosine_of(row_of[chosen[vectored]])
         return fusion.fuse(bm[chosen], cosines, vectored, top, span)
 
-    estimate = fused(np.arange(len(candidates)), lambda rows: rough[rows])
+    if allowed is None and not len(pending):  # the usual case: no gathers
+        estimate = fusion.fuse(bm, rough, has_vector, top, span)
+    else:
+        estimate = fused(np.arange(len(candidates)), lambda rows: rough[rows])
     low, high = span
     slack = fusion.COSINE_WEIGHT * bound / (high - low) if high > low else 0.0
     return _best_exactly(
