@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -124,18 +125,9 @@ def float32_rows(
         EmbedderError: another shape, or a number not finite; the message names ``source``.
 
     """
-    try:
-        rows: Vectors = (
-            values
-            if isinstance(values, np.ndarray) and values.dtype == np.float32
-            else np.asarray(values, dtype=np.float32)
-        )
-    except (TypeError, ValueError) as exc:
-        raise EmbedderError(f"{source}: no array of numbers: {exc}") from exc
-    if rows.shape != (count, dims):
-        raise EmbedderError(f"{source}: vectors of shape {rows.shape}, not ({count}, {dims})")
+    rows = _shaped(values, count, dims, source)
     if not np.isfinite(rows).all():
-        raise EmbedderError(f"{source}: a number that is not finite (NaN, inf or null)")
+        raise _not_finite(source)
     return rows
 
 
@@ -146,10 +138,33 @@ def unit_rows(values: Any, count: int, dims: int) -> Vectors:
         EmbedderError: another shape, or a number not finite.
 
     """
-    rows = float32_rows(values, count, dims)
-    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64)).astype(np.float32)
+    rows = _shaped(values, count, dims, "the embedder's answer")
+    squares = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+    # A NaN or an infinity makes the sum one; finite binary32 squares cannot overflow it.
+    if not math.isfinite(float(squares.sum())):
+        raise _not_finite("the embedder's answer")
+    norms = np.sqrt(squares).astype(np.float32)
     norms[norms == 0] = 1  # a zero row stays zero
-    return np.ascontiguousarray(rows / norms[:, None], dtype=np.float32)
+    unit: Vectors = rows / norms[:, None]
+    return unit
+
+
+def _shaped(values: Any, count: int, dims: int, source: str) -> Vectors:
+    try:
+        rows: Vectors = (
+            values
+            if isinstance(values, np.ndarray) and values.dtype == np.float32
+            else np.asarray(values, dtype=np.float32)
+        )
+    except (TypeError, ValueError) as exc:
+        raise EmbedderError(f"{source}: no array of numbers: {exc}") from exc
+    if rows.shape != (count, dims):
+        raise EmbedderError(f"{source}: vectors of shape {rows.shape}, not ({count}, {dims})")
+    return rows
+
+
+def _not_finite(source: str) -> EmbedderError:
+    return EmbedderError(f"{source}: a number that is not finite (NaN, inf or null)")
 
 
 def cosines(vectors: Vectors, query: Vectors) -> npt.NDArray[np.float64]:

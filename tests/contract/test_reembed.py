@@ -117,7 +117,8 @@ async def test_a_process_left_with_the_old_model_never_ranks_by_it(backend, tmp_
         open_store(target, embedder=WordsEmbedder()) as changing,
         open_store(target, embedder=WordsEmbedder()) as behind,
     ):
-        await changing.store_many(_entries(0, 6))
+        early = _entries(0, 6)
+        await changing.store_many(early)
         assert len(await behind.retrieve("cache", 3, ranking="vector")) == 3
         await changing.reembed(FailsOnCall())
         for ranking in ("vector", "hybrid"):
@@ -127,8 +128,9 @@ async def test_a_process_left_with_the_old_model_never_ranks_by_it(backend, tmp_
         late = MemoryEntry(MemoryCategory.FACT, "stored by the process left behind")
         await behind.store(late)  # stored, with no vector of the old model
         assert await changing.get(late.id) == late
-        assert await changing.pending_embeddings() == 1
-        assert await changing.embed_pending() == 1
+        await behind.update(early[0].id, memory="rewritten by the process left behind")
+        assert await changing.pending_embeddings() == 2
+        assert await changing.embed_pending() == 2
         found = await changing.retrieve_scored(late.memory, 1, ranking="vector")
         assert [e.id for e, _ in found] == [late.id]
     with pytest.raises(EmbedderError, match=r"by 'fake:next' \(24 dims\), not 'fake:words'"):

@@ -436,8 +436,8 @@ async def update_entry(
             connection, [(seq, after)], log=[seq], tags_of=tags_of, texts_changed=texts_changed
         )
         if texts_changed and vector is not None and vector[1] == after.memory:
-            await connection.execute(
-                insert(vectors).values(entry_seq=seq, embedder_id=vector[0], vector=vector[2])
+            await connection.exec_driver_sql(  # none if reembed replaced the embedder meanwhile
+                backend_of(connection).sql(INSERT_VECTORS), (seq, vector[2], vector[0])
             )
     return after
 
