@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sqlalchemy import text
 
 from loopctl_memory import (
     EmbedderError,
@@ -131,6 +132,9 @@ async def test_a_process_left_with_the_old_model_never_ranks_by_it(backend, tmp_
         await behind.update(early[0].id, memory="rewritten by the process left behind")
         assert await changing.pending_embeddings() == 2
         assert await changing.embed_pending() == 2
+        async with changing.engine.connect() as connection:  # no vector of the old model left
+            held = await connection.execute(text("SELECT count(*) FROM vectors"))
+            assert held.scalar_one() == await changing.count() == 7
         found = await changing.retrieve_scored(late.memory, 1, ranking="vector")
         assert [e.id for e, _ in found] == [late.id]
     with pytest.raises(EmbedderError, match=r"by 'fake:next' \(24 dims\), not 'fake:words'"):
