@@ -13,7 +13,7 @@ import numpy.typing as npt
 from loopctl_memory import bm25, embedding, fusion, lifecycle
 from loopctl_memory.binary32 import f32
 from loopctl_memory.bm25_tokens import document_tokens, query_tokens
-from loopctl_memory.embedding import QueryVectors, Vectors
+from loopctl_memory.embedding import EMBED_BATCH, QueryVectors, Vectors
 from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
@@ -149,15 +149,24 @@ class InMemoryStore:
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Append every entry, or none if any is invalid; make their vectors, or leave them pending.
 
-        An embedder that fails never fails the write. One that succeeds also
-        makes the vectors of entries left pending before (as many again, at most).
+        An embedder that fails never fails the write. The memories go to it
+        ``EMBED_BATCH`` a call; when every call succeeds, one more makes the
+        vectors of entries left pending before (as many again, at most one call's).
         """
         checked = [validate_entry(entry) for entry in entries]
-        made = await self._try_embed(checked)
+        calls = (
+            []
+            if self._embedder is None
+            else await embedding.embed_in_calls(
+                self._embedder, [entry.memory for entry in checked], self._embed_timeout
+            )
+        )
         self._append_all(checked)
-        if made is not None and checked:
-            self._keep_vectors(checked, made)
-            pending = self._pending()[: len(checked)]
+        for number, made in enumerate(calls):
+            chunk = checked[number * EMBED_BATCH : (number + 1) * EMBED_BATCH]
+            self._keep_vectors(chunk, made)
+        if calls and all(made is not None for made in calls):  # all worked: fill some pending
+            pending = self._pending()[: min(len(checked), EMBED_BATCH)]
             if pending:
                 self._keep_vectors(pending, await self._try_embed(pending))
 

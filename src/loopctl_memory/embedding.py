@@ -32,6 +32,9 @@ from loopctl_memory.protocol import Embedder
 Vectors = npt.NDArray[np.float32]
 """Unit vectors, one row a text (binary32)."""
 
+EMBED_BATCH = 256
+"""The most texts one embedder call is given on a write (see :func:`embed_in_calls`)."""
+
 DEFAULT_TIMEOUT = 30.0
 """Seconds an embedder call may take before the write goes on without its vectors."""
 
@@ -84,6 +87,25 @@ async def embed_documents(embedder: Embedder, texts: Sequence[str], seconds: flo
         return np.empty((0, embedder.dims), np.float32)
     found = await _call(embedder, embedder.embed_documents, list(texts), seconds)
     return unit_rows(found, len(texts), embedder.dims)
+
+
+async def embed_in_calls(
+    embedder: Embedder, texts: Sequence[str], seconds: float
+) -> list[Vectors | None]:
+    """The unit vectors of ``texts``, :data:`EMBED_BATCH` a call: each call's rows, or None.
+
+    A write of many entries (an import) makes several calls, each within
+    ``seconds``, so that one failing call leaves only its own entries pending.
+    """
+    made: list[Vectors | None] = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        try:
+            made.append(
+                await embed_documents(embedder, texts[start : start + EMBED_BATCH], seconds)
+            )
+        except EmbedderError:
+            made.append(None)
+    return made
 
 
 async def embed_query(embedder: Embedder, text: str, seconds: float) -> Vectors:

@@ -36,7 +36,7 @@ class FlatBatch:
 
     entries: list[FlatEntry]
     tags: list[FlatTag]
-    vectors: list[bytes] | None = None
+    vectors: list[bytes | None] | None = None
     """Each entry's vector (binary32 little-endian, unit length), by ``embedder_id``'s."""
     embedder_id: int = 0
 

@@ -224,3 +224,34 @@ async def test_a_filter_and_pending_entries_rank_as_in_inmemorystore(store_facto
         MemoryFilter(tags_any=["t1", "t2"]),
     ):
         await _same_rankings(store, oracle, passes)
+
+
+class FailsOnNote300(WordsEmbedder):
+    """Fails every call given the memory of note 300."""
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if any(text.startswith("note 300 ") for text in texts):
+            self.document_calls += 1
+            raise ConnectionError("the call with note 300 fails")
+        return super().embed_documents(texts)
+
+
+async def test_a_big_write_goes_to_the_embedder_in_calls_and_only_a_failed_call_is_pending(
+    store_factory,
+):
+    embedders = FailsOnNote300(), FailsOnNote300()
+    store = await store_factory(embedder=embedders[0])
+    oracle = InMemoryStore(embedder=embedders[1])
+    entries = _entries(0, 600)  # calls of 256, 256 and 88 texts: the second fails
+    for target, embedder in zip((store, oracle), embedders, strict=True):
+        before = embedder.document_calls
+        await target.store_many(entries)
+        assert await target.pending_embeddings() == 256
+        assert embedder.document_calls - before == 3
+    await _same_rankings(store, oracle)
+    late = _entries(600, 3)
+    for target, embedder in zip((store, oracle), embedders, strict=True):
+        before = embedder.document_calls  # a good write makes 3 more, in one more call
+        await target.store_many(late)
+        assert await target.pending_embeddings() == 253
+        assert embedder.document_calls - before == 2

@@ -59,17 +59,19 @@ class StoreEmbedder:
     queries: QueryVectors = field(default_factory=QueryVectors)
 
     async def attach(self, batch: FlatBatch) -> bool:
-        """Make the batch's vectors before its transaction; whether they were made.
+        """Make the batch's vectors before its transaction; whether all were made.
 
-        A failing embedder leaves the batch without vectors (its entries pending).
-        The store calls it only for a bound embedder and a batch of entries.
+        The entries of a call that failed have none (they are pending). The
+        store calls it only for a bound embedder and a batch of entries.
         """
-        made = await self.try_embed([entry[2] for entry in batch.entries])
-        if made is None:
-            return False
-        batch.vectors = [stored(row) for row in made]
+        texts = [entry[2] for entry in batch.entries]
+        vectors: list[bytes | None] = []
+        for made in await embedding.embed_in_calls(self.embedder, texts, self.seconds):
+            size = min(embedding.EMBED_BATCH, len(texts) - len(vectors))
+            vectors += [None] * size if made is None else [stored(row) for row in made]
+        batch.vectors = vectors
         batch.embedder_id = self.embedder_id
-        return True
+        return None not in vectors
 
     async def try_embed(self, texts: list[str]) -> Vectors | None:
         """The vectors of ``texts``, or None when the embedder failed."""

@@ -182,10 +182,9 @@ async def insert_entries(
         await connection.exec_driver_sql(
             backend.sql(INSERT_TAGS), backend.tag_rows(batch, first_seq)
         )
-    if batch.vectors is not None:
-        await connection.exec_driver_sql(
-            backend.sql(INSERT_VECTORS), backend.vector_rows(batch, first_seq)
-        )
+    made = backend.vector_rows(batch, first_seq)
+    if made:
+        await connection.exec_driver_sql(backend.sql(INSERT_VECTORS), made)
     if position.tail_after(len(batch)) < tuning.tail_limit:
         return position.indexed_through, ids
     await connection.run_sync(

@@ -107,7 +107,7 @@ class EmbeddingOperations(StorePart):
         return embedder.embedder_id, memory, embeddings.stored(made[0])
 
     async def _after_embedded_write(self, written: int) -> None:
-        """A write's embedding worked: make up to as many pending vectors, if any wait.
+        """A write's embedding worked: make up to as many pending vectors (one call), if any wait.
 
         Best effort: the write is committed, so a failure here only leaves them pending.
         Only while some may wait (this process saw an embedding fail, or has not
@@ -117,7 +117,7 @@ class EmbeddingOperations(StorePart):
         if not shared.maybe_pending:
             return
         try:
-            if not await self._fill(written, every=False):
+            if not await self._fill(min(written, embedding.EMBED_BATCH), every=False):
                 shared.maybe_pending = False
         except (EmbedderError, StorageError):
             return

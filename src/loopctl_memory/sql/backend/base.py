@@ -83,11 +83,15 @@ class Backend:
         return [(first_seq + index, *rest) for index, *rest in batch.tags]
 
     def vector_rows(self, batch: FlatBatch, first_seq: int) -> list[tuple[int, bytes, int]]:
-        """The batch's vectors as rows for ``INSERT INTO vectors`` (none when it has none)."""
+        """The batch's vectors as rows for ``INSERT INTO vectors`` (none where it has none)."""
         if batch.vectors is None:
             return []
         made_by = batch.embedder_id
-        return [(first_seq + index, row, made_by) for index, row in enumerate(batch.vectors)]
+        return [
+            (first_seq + index, row, made_by)
+            for index, row in enumerate(batch.vectors)
+            if row is not None
+        ]
 
     def storage_bytes(self, connection: Connection) -> int:
         """Bytes the store's tables and indexes take in the database."""

@@ -178,8 +178,9 @@ class SqliteBackend(Backend):
             seq = int(connection.execute(_INSERT_ONE, row).lastrowid)
             if batch.tags:
                 connection.executemany(INSERT_TAGS, self.tag_rows(batch, seq))
-            if batch.vectors is not None:
-                connection.executemany(INSERT_VECTORS, self.vector_rows(batch, seq))
+            made = self.vector_rows(batch, seq)
+            if made:
+                connection.executemany(INSERT_VECTORS, made)
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
