@@ -238,7 +238,7 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
             if store_embedder is None:
                 check_ranking(ranking, has_embedder=False)  # an embedding one needs it
         if store_embedder is not None:
-            await store.bind_embedder(store_embedder, record=not read_only)
+            await store._bind_embedder(store_embedder, record=not read_only)
         unit.watch_file()
     except BaseException:
         await store.close()

@@ -67,7 +67,7 @@ class EmbeddingOperations(StorePart):
         found = self._embedder()
         return None if found is None else found.embedder
 
-    async def bind_embedder(self, embedder: StoreEmbedder, *, record: bool) -> None:
+    async def _bind_embedder(self, embedder: StoreEmbedder, *, record: bool) -> None:
         """Use ``embedder``, recording it where the store names none (see ``open_store``).
 
         Raises:
