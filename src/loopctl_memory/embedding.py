@@ -166,7 +166,8 @@ def unit_rows(values: Any, count: int, dims: int) -> Vectors:
     if not math.isfinite(float(squares.sum())):
         raise _not_finite("the embedder's answer")
     norms = np.sqrt(squares).astype(np.float32)
-    norms[norms == 0] = 1  # a zero row stays zero
+    if not norms.all():
+        norms[norms == 0] = 1  # a zero row stays zero
     unit: Vectors = rows / norms[:, None]
     return unit
 
