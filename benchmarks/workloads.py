@@ -1,6 +1,6 @@
 """Deterministic benchmark workloads: memories and queries from a seeded random.Random.
 
-Two workloads, the same shape of entry (8-25 words, 0-2 tags, relevance on a
+Three workloads, the same shape of entry (8-25 words, 0-2 tags, relevance on a
 0.05 grid, exactly 10% of entries below the pruning threshold):
 
 * ``natural``: word-like synthetic tokens with Zipf frequencies (rank r has
@@ -12,6 +12,13 @@ Two workloads, the same shape of entry (8-25 words, 0-2 tags, relevance on a
   word occurs in a large share of the entries (the worst case for any index
   that narrows candidates by word). Queries are 1-5 words; one-word queries
   also meet tags that contain them.
+* ``ids``: what tool output leaves in an agent's notes: 5-12 natural words,
+  then a request UUID, a commit hash (40 hex digits) and a file path with a
+  line number, so the vocabulary grows by about three tokens an entry. The
+  hash of entry ``i`` is a function of ``i`` alone, so a query can paste a
+  fragment of one (a prefix of 7-12 digits, as a short hash) without building
+  the entries; a third of the queries (2-5 natural words) carry one, of an
+  entry among the first 10,000.
 
 Everything is a pure function of (workload, size, seed): entries, queries and
 the extra entries used for single-``store`` timing come from independent
@@ -22,6 +29,7 @@ can rebuild the queries without building the entries.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import random
 import uuid
@@ -31,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 
 from loopctl_memory import MemoryCategory, MemoryEntry
 
-WORKLOADS = ("natural", "dense")
+WORKLOADS = ("natural", "dense", "ids")
 
 GLUE_WORDS = ("the", "of", "and", "to", "a", "in", "is", "for", "on", "with")
 """Common short words, most frequent first: the top ranks of the natural Zipf law."""
@@ -101,6 +109,9 @@ class _Shape:
     tags: _Words
     query_words: tuple[int, int]
     capitalise: bool
+    words: tuple[int, int] = (MIN_WORDS, MAX_WORDS)
+    paths: list[str] | None = None
+    """With ids: the directories and file stems of the paths an entry names."""
 
 
 def _natural(seed: int) -> _Shape:
@@ -119,7 +130,36 @@ def _dense(seed: int) -> _Shape:
     return _Shape(text=uniform, tags=uniform, query_words=(1, 5), capitalise=False)
 
 
-_SHAPES: dict[str, Callable[[int], _Shape]] = {"natural": _natural, "dense": _dense}
+def _ids(seed: int) -> _Shape:
+    natural = _natural(seed)
+    return _Shape(
+        text=natural.text,
+        tags=natural.tags,
+        query_words=(2, 5),
+        capitalise=True,
+        words=(5, 12),
+        paths=vocabulary(500, seed + 1000, syllables=(1, 2)),
+    )
+
+
+IDS_HASHED = 10_000
+"""The entries whose hashes the ``ids`` queries quote: among the first, at every size."""
+
+
+def commit_hash(index: int, seed: int = 1) -> str:
+    """The commit hash the ``ids`` entry at ``index`` names (40 hex digits)."""
+    return hashlib.sha1(f"commit-{seed}-{index}".encode(), usedforsecurity=False).hexdigest()
+
+
+def _tool_output(rng: random.Random, shape: _Shape, index: int, seed: int) -> str:
+    assert shape.paths is not None
+    folder, stem = rng.choice(shape.paths), rng.choice(shape.paths)
+    request = uuid.UUID(int=rng.getrandbits(128), version=4)
+    path = f"src/{folder}/{stem}_{rng.randrange(100)}.py:{rng.randint(1, 2000)}"
+    return f" request {request} commit {commit_hash(index, seed)} in {path}"
+
+
+_SHAPES: dict[str, Callable[[int], _Shape]] = {"natural": _natural, "dense": _dense, "ids": _ids}
 
 
 def _shape(workload: str, seed: int) -> _Shape:
@@ -136,7 +176,9 @@ def _sentence(rng: random.Random, shape: _Shape, count: int) -> str:
     return " ".join(words)
 
 
-def _entries(shape: _Shape, rng: random.Random, count: int, first_index: int) -> list[MemoryEntry]:
+def _entries(
+    shape: _Shape, rng: random.Random, count: int, first_index: int, seed: int = 1
+) -> list[MemoryEntry]:
     prunable = set(rng.sample(range(count), count * PRUNABLE_SHARE // 100))
     made = []
     for index in range(count):
@@ -144,10 +186,14 @@ def _entries(shape: _Shape, rng: random.Random, count: int, first_index: int) ->
             relevance = rng.choice((0.0, 0.02))
         else:
             relevance = round(rng.randint(1, 20) * 0.05, 2)
+        category = rng.choice(_CATEGORIES)  # first: the older workloads' draws stay the same
+        memory = _sentence(rng, shape, rng.randint(*shape.words))
+        if shape.paths is not None:
+            memory += _tool_output(rng, shape, first_index + index, seed)
         made.append(
             MemoryEntry(
-                rng.choice(_CATEGORIES),
-                _sentence(rng, shape, rng.randint(MIN_WORDS, MAX_WORDS)),
+                category,
+                memory,
                 tags=shape.tags.draw(rng, rng.randint(0, 2)),
                 relevance=relevance,
                 id=uuid.UUID(int=rng.getrandbits(128), version=4),
@@ -162,7 +208,7 @@ def _entries(shape: _Shape, rng: random.Random, count: int, first_index: int) ->
 def entries(workload: str, size: int, seed: int = 1) -> list[MemoryEntry]:
     """The ``size`` entries of ``workload``, in insertion order."""
     rng = random.Random(f"entries-{workload}-{size}-{seed}")
-    return _entries(_shape(workload, seed), rng, size, first_index=0)
+    return _entries(_shape(workload, seed), rng, size, first_index=0, seed=seed)
 
 
 def entry_batches(
@@ -176,13 +222,13 @@ def entry_batches(
     shape = _shape(workload, seed)
     rng = random.Random(f"batches-{workload}-{size}-{seed}")
     for start in range(0, size, batch):
-        yield _entries(shape, rng, min(batch, size - start), first_index=start)
+        yield _entries(shape, rng, min(batch, size - start), first_index=start, seed=seed)
 
 
 def extra_entries(workload: str, size: int, count: int, seed: int = 1) -> list[MemoryEntry]:
     """``count`` more entries like those of ``workload``, to store one at a time."""
     rng = random.Random(f"extra-{workload}-{size}-{seed}")
-    return _entries(_shape(workload, seed), rng, count, first_index=size)
+    return _entries(_shape(workload, seed), rng, count, first_index=size, seed=seed)
 
 
 def queries(workload: str, count: int, seed: int = 1) -> list[str]:
@@ -190,7 +236,14 @@ def queries(workload: str, count: int, seed: int = 1) -> list[str]:
     shape = _shape(workload, seed)
     rng = random.Random(f"queries-{workload}-{seed}")
     low, high = shape.query_words
-    return [_sentence(rng, shape, rng.randint(low, high)).rstrip(".") for _ in range(count)]
+    made = []
+    for _ in range(count):
+        query = _sentence(rng, shape, rng.randint(low, high)).rstrip(".")
+        if shape.paths is not None and rng.random() < 1 / 3:
+            fragment = commit_hash(rng.randrange(IDS_HASHED), seed)[: rng.randint(7, 12)]
+            query += f" {fragment}"
+        made.append(query)
+    return made
 
 
 def long_query(workload: str, words: int, seed: int = 1) -> str:
@@ -208,6 +261,13 @@ def describe(workload: str, seed: int = 1) -> str:
             f"natural: {len(shape.text.population):,} words, Zipf (1/rank), glue words "
             f"{', '.join(GLUE_WORDS)} first; the top {half:,} words are half of all text; "
             f"{MIN_WORDS}-{MAX_WORDS} words an entry, 0-2 tags, 3-7-word queries"
+        )
+    if workload == "ids":
+        return (
+            "ids: 5-12 natural words, then a request UUID, a 40-digit commit hash and a "
+            "src/DIR/FILE_N.py:LINE path an entry (about three new tokens each); 2-5-word "
+            "queries, a third with a 7-12-digit hash prefix of one of the first "
+            f"{IDS_HASHED:,} entries"
         )
     return (
         f"dense: {len(shape.text.population)} short words, uniform; "
