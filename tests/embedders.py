@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import re
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -84,3 +85,25 @@ class FlakyEmbedder(WordsEmbedder):
 def next_model() -> WordsEmbedder:
     """Another model (24 dims, ``fake:next``), for ``python:tests.embedders:next_model``."""
     return WordsEmbedder(dims=24, name="fake:next")
+
+
+FAKE_SPECS = {"fastembed:fake-words": 16, "fastembed:fake-next": 24}
+"""Specs of a known provider that :func:`fake_provider` answers with a WordsEmbedder (dims)."""
+
+
+def fake_provider(monkeypatch: Any) -> None:
+    """Make ``embedder_from_spec`` answer :data:`FAKE_SPECS` with fakes named by the spec.
+
+    So that a spec the store records is made again by ``embedder="recorded"``
+    (which never makes a ``python:`` one) without a model.
+    """
+    from loopctl_memory import embedders  # noqa: PLC0415 - only the tests that fake it
+
+    real = embedders.embedder_from_spec
+
+    def made(spec: str, **options: Any) -> Any:
+        if spec in FAKE_SPECS:
+            return WordsEmbedder(dims=FAKE_SPECS[spec], name=spec)
+        return real(spec, **options)
+
+    monkeypatch.setattr(embedders, "embedder_from_spec", made)

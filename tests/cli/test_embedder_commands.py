@@ -1,6 +1,8 @@
 """The command line with an embedder: recorded by ``init``, used by every later command.
 
-The embedder is the test suite's fake (``python:tests.embedders:...``): no model.
+The embedders are the test suite's fakes, made from specs of a known provider
+(``tests.embedders.fake_provider``) or given as ``python:tests.embedders:...``:
+no model.
 """
 
 from __future__ import annotations
@@ -11,10 +13,19 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from loopctl_memory import open_store
+import pytest
 
-SPEC = "python:tests.embedders:WordsEmbedder"
-NEXT = "python:tests.embedders:next_model"
+from loopctl_memory import open_store
+from tests.embedders import fake_provider
+
+SPEC = "fastembed:fake-words"
+NEXT = "fastembed:fake-next"
+CODE = "python:tests.embedders:WordsEmbedder"
+
+
+@pytest.fixture(autouse=True)
+def _fake_models(monkeypatch):
+    fake_provider(monkeypatch)
 
 
 def _library_search(db: Path, query: str, ranking: str) -> list[tuple[str, float]]:
@@ -42,10 +53,10 @@ def _add(on_db, *args: str) -> None:
 def test_init_records_the_embedder_and_later_commands_use_it(on_db, db):
     result = on_db("init", "--embedder", SPEC)
     assert 0 == result.exit_code, result.output
-    assert "Recorded the embedder fake:words (16 dims)" in result.stdout
+    assert f"Recorded the embedder {SPEC} (16 dims)" in result.stdout
     _add(on_db)
     assert _stats(on_db)["embedder"] == {
-        "name": "fake:words",
+        "name": SPEC,
         "dims": 16,
         "spec": SPEC,
         "pending": 0,
@@ -104,7 +115,7 @@ def test_another_embedder_is_refused_naming_both(on_db):
     on_db("init", "--embedder", SPEC)
     result = on_db("--embedder", NEXT, "add", "x", "--category", "fact")
     assert 1 == result.exit_code
-    assert "by 'fake:words' (16 dims), not 'fake:next' (24 dims)" in result.output
+    assert f"by '{SPEC}' (16 dims), not '{NEXT}' (24 dims)" in result.output
     assert "reembed" in result.output
     assert len(result.output.strip().splitlines()) == 1
 
@@ -114,9 +125,9 @@ def test_reembed_replaces_the_model_and_records_it(on_db, db):
     _add(on_db)
     result = on_db("reembed", NEXT, "--batch-size", "2")
     assert 0 == result.exit_code, result.output
-    assert "Made 3 vectors with fake:next (24 dims)" in result.stdout
+    assert f"Made 3 vectors with {NEXT} (24 dims)" in result.stdout
     assert _stats(on_db)["embedder"] == {
-        "name": "fake:next",
+        "name": NEXT,
         "dims": 24,
         "spec": NEXT,
         "pending": 0,
@@ -132,9 +143,22 @@ def test_a_recorded_spec_that_cannot_be_made_is_one_line_and_none_gets_around_it
     on_db("init", "--embedder", SPEC)
     _add(on_db)
     with sqlite3.connect(db) as connection:
-        connection.execute("UPDATE embedders SET spec = 'python:not_a_module_here:E'")
+        connection.execute("UPDATE embedders SET spec = 'fastembed:not-a-model-here'")
     result = on_db("search", "cache")
     assert 1 == result.exit_code
-    assert "'python:not_a_module_here:E' cannot be made" in result.output
+    assert "'fastembed:not-a-model-here' cannot be made" in result.output
     assert 0 == on_db("--embedder", "none", "search", "cache").exit_code
     assert 0 == on_db("stats").exit_code  # stats needs no embedder
+
+
+def test_a_recorded_python_spec_runs_only_when_given(on_db, monkeypatch):
+    result = on_db("init", "--embedder", CODE)
+    assert 0 == result.exit_code, result.output
+    result = on_db("add", "x", "--category", "fact")
+    assert 1 == result.exit_code
+    assert f"this store's embedder '{CODE}' is code to run" in result.output
+    assert 0 == on_db("--embedder", CODE, "add", "x", "--category", "fact").exit_code
+    monkeypatch.setenv("LOOPCTL_MEMORY_EMBEDDER", CODE)
+    result = on_db("search", "x", "--ranking", "vector", "--json")
+    assert 0 == result.exit_code, result.output
+    assert len(json.loads(result.stdout)) == 1

@@ -25,9 +25,10 @@ from loopctl_memory import (
 )
 from tests.conftest import SCOPED, SHARED_BACKENDS, shared_target
 from tests.contract.test_embeddings import Switchable, _entries, _same_rankings
-from tests.embedders import WordsEmbedder
+from tests.embedders import WordsEmbedder, fake_provider
 
 SPEC = "python:tests.embedders:WordsEmbedder"
+KNOWN = "fastembed:fake-words"  # a known provider's spec, made by tests.embedders.fake_provider
 
 
 class FailsOnCall(WordsEmbedder):
@@ -151,28 +152,41 @@ def _spec_of(path: Path) -> list[tuple[str, int, str | None]]:
         ).fetchall()
 
 
-async def test_a_spec_is_recorded_and_recorded_makes_it_again(tmp_path):
+async def test_a_spec_is_recorded_and_recorded_makes_it_again(tmp_path, monkeypatch):
+    fake_provider(monkeypatch)
     path = tmp_path / "memory.db"
-    async with open_store(path, embedder=SPEC) as store:
+    async with open_store(path, embedder=KNOWN) as store:
         await store.store_many(_entries(0, 4))
         assert store.embedder is not None
-        assert store.embedder.name == "fake:words"
-    assert _spec_of(path) == [("fake:words", 16, SPEC)]
+        assert store.embedder.name == KNOWN
+    assert _spec_of(path) == [(KNOWN, 16, KNOWN)]
     async with open_store(path, embedder="recorded") as again:
         assert again.embedder is not None
-        assert (again.embedder.name, again.embedder.dims) == ("fake:words", 16)
+        assert (again.embedder.name, again.embedder.dims) == (KNOWN, 16)
         found = await again.retrieve_scored("note 2 about cache 2", 1, ranking="vector")
         assert found[0][0].memory == "note 2 about cache 2"
     async with open_store(path) as plain:  # no embedder needed to read what is recorded
         recorded = await plain.recorded_embedder()
         assert recorded is not None
         assert (recorded.name, recorded.dims, recorded.spec, recorded.pending) == (
-            "fake:words",
+            KNOWN,
             16,
-            SPEC,
+            KNOWN,
             0,
         )
         assert plain.embedder is None
+
+
+async def test_a_recorded_python_spec_is_made_only_when_given(tmp_path):
+    """A database file is data: the code a python: spec names runs only when the caller says."""
+    path = tmp_path / "memory.db"
+    async with open_store(path, embedder=SPEC) as store:
+        await store.store_many(_entries(0, 2))
+    assert _spec_of(path) == [("fake:words", 16, SPEC)]
+    with pytest.raises(EmbedderError, match="is code to run, which is never made from the data"):
+        await open_store(path, embedder="recorded")
+    async with open_store(path, embedder=SPEC) as given:
+        assert await given.pending_embeddings() == 0
 
 
 async def test_recorded_with_nothing_recorded_is_no_embedder(tmp_path):
@@ -197,8 +211,8 @@ async def test_a_recorded_spec_that_no_longer_works_is_an_embedder_error(tmp_pat
     async with open_store(path, embedder=SPEC):
         pass
     with contextlib.closing(sqlite3.connect(path)) as db, db:
-        db.execute("UPDATE embedders SET spec = 'python:not_a_module_here:Embedder'")
-    with pytest.raises(EmbedderError, match="'python:not_a_module_here:Embedder' cannot be made"):
+        db.execute("UPDATE embedders SET spec = 'fastembed:not-a-model-here'")
+    with pytest.raises(EmbedderError, match="'fastembed:not-a-model-here' cannot be made"):
         await open_store(path, embedder="recorded")
     async with open_store(path) as plain:  # without it, the store opens
         assert await plain.count() == 0

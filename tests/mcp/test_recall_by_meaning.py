@@ -1,7 +1,8 @@
-"""The MCP ``recall`` on a store that records an embedder: hybrid by default, as the library ranks.
+"""The MCP ``recall`` on a store with an embedder: hybrid by default, as the library ranks.
 
 The server is a child process: it makes the test suite's fake embedder from the
-spec the store recorded (``tests`` on its ``PYTHONPATH``), never a model.
+``python:`` spec its environment gives (``tests`` on its ``PYTHONPATH``; such a
+spec is never made from the database alone), never a model.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .test_recall import recall
 
 SPEC = "python:tests.embedders:WordsEmbedder"
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {"PYTHONPATH": str(ROOT)}
+ENV = {"PYTHONPATH": str(ROOT), "LOOPCTL_MEMORY_EMBEDDER": SPEC}
 
 
 @pytest.fixture

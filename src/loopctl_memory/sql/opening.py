@@ -80,7 +80,8 @@ class OpenOptions(TypedDict, total=False):
             :func:`loopctl_memory.embedders.embedder_from_spec` makes one of (the
             store records the spec, so the CLI and the MCP server can make it
             again), or ``"recorded"``: the one whose spec the store recorded (none
-            if it recorded none). The store records it the first time and refuses
+            if it recorded none; a ``python:`` spec, which runs code, only when
+            given). The store records it the first time and refuses
             another until ``reembed``; an entry whose vector could not be made is
             stored and pending (``pending_embeddings``, ``embed_pending``).
         embed_timeout: seconds an embedder call may take (default 30).
@@ -258,13 +259,24 @@ def _made(given: object, seconds: float) -> StoreEmbedder:
 async def _recorded(unit: UnitOfWork, seconds: float) -> StoreEmbedder | None:
     """The embedder whose spec the store recorded, or None if it recorded none.
 
+    A ``python:`` spec is never made from the database alone: it names code to
+    import and run, and a database file is data (one from elsewhere could name
+    any module). It is made when the caller gives it, as any spec is.
+
     Raises:
-        EmbedderError: the spec no longer makes an embedder (say, its extra is gone).
+        EmbedderError: the spec no longer makes an embedder (say, its extra is
+            gone), or it is a ``python:`` one.
 
     """
     named = await unit.run("open", embeddings.recorded, write=False)
     if named is None or named.spec is None:
         return None
+    if named.spec.startswith("python:"):
+        raise EmbedderError(
+            f"this store's embedder {named.spec!r} is code to run, which is never made from"
+            " the database alone: give it yourself (embedder=, --embedder or"
+            " LOOPCTL_MEMORY_EMBEDDER), or open the store without an embedder"
+        )
     try:
         return _made(named.spec, seconds)
     except LoopMemoryError as exc:

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from loopctl_memory import embedding
-from loopctl_memory.embedders import embedder_from_spec
+from loopctl_memory import embedders, embedding
 from loopctl_memory.errors import EmbedderError, InvalidArgumentError, StorageError
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.protocol import Embedder
@@ -203,7 +202,7 @@ class EmbeddingOperations(StorePart):
         _check_batch_size(batch_size)
         seconds = self._shared.embed_timeout
         new = (
-            StoreEmbedder(embedder_from_spec(embedder), seconds, spec=embedder)
+            StoreEmbedder(embedders.embedder_from_spec(embedder), seconds, spec=embedder)
             if isinstance(embedder, str)
             else StoreEmbedder(embedding.check_embedder(embedder), seconds)
         )
