@@ -1,4 +1,4 @@
-"""Checking plain arguments of our operations: the current time, moments, real numbers."""
+"""Checking plain arguments of our operations: the current time, moments, numbers, batch sizes."""
 
 from __future__ import annotations
 
@@ -50,3 +50,15 @@ def check_number(value: object, what: str) -> float:
         return float(value)
     except OverflowError:  # an int beyond any float: out of every range as infinity is
         return math.inf if value > 0 else -math.inf
+
+
+def check_batch_size(batch_size: object) -> int:
+    """Check that ``batch_size`` is an int >= 1 (not a bool); return it.
+
+    Raises:
+        InvalidArgumentError: it is anything else.
+
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    return batch_size

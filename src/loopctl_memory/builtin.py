@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loopctl_memory import bm25, embedding, fusion, lifecycle
+from loopctl_memory.arguments import check_batch_size
 from loopctl_memory.binary32 import f32
 from loopctl_memory.bm25_tokens import document_tokens, query_tokens
 from loopctl_memory.embedding import EMBED_BATCH, QueryVectors, Vectors
@@ -209,8 +210,7 @@ class InMemoryStore:
             EmbedderError: the embedder failed; the batches before it are kept.
 
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        check_batch_size(batch_size)
         made = 0
         pending = self._pending()
         embedder = self._embedder
@@ -248,8 +248,7 @@ class InMemoryStore:
             EmbedderError: the embedder failed.
 
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        check_batch_size(batch_size)
         if isinstance(embedder, str):
             from loopctl_memory.embedders import embedder_from_spec  # noqa: PLC0415 - a cycle
 
@@ -498,8 +497,7 @@ class InMemoryStore:
             InvalidArgumentError: ``batch_size`` is not an int >= 1.
 
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        check_batch_size(batch_size)
         passes = check_filter(filter)
         for entry in list(self._entries):
             if passes is None or passes.matches(entry):

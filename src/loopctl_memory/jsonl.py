@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
+from loopctl_memory.arguments import check_batch_size
 from loopctl_memory.entry_json import entry_to_json, flat_from_json
 from loopctl_memory.errors import (
     DuplicateEntryError,
@@ -231,8 +232,7 @@ async def import_jsonl(
         OSError: the source cannot be read.
 
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    check_batch_size(batch_size)
     if not isinstance(on_duplicate, str) or on_duplicate not in _ON_DUPLICATE:
         raise InvalidArgumentError(f"on_duplicate must be 'fail' or 'skip', got {on_duplicate!r}")
     skip = on_duplicate == "skip"
