@@ -25,6 +25,7 @@ import numpy as np
 from sqlalchemy import and_, delete, exists, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from loopctl_memory import embedders as adapters
 from loopctl_memory import embedding
 from loopctl_memory.embedding import QueryVectors, Vectors
 from loopctl_memory.errors import EmbedderError
@@ -57,6 +58,20 @@ class StoreEmbedder:
     spec: str | None = None
     """How :func:`loopctl_memory.embedders.embedder_from_spec` makes it again, if known."""
     queries: QueryVectors = field(default_factory=QueryVectors)
+
+    @classmethod
+    def made(cls, given: object, seconds: float) -> StoreEmbedder:
+        """The store's embedder from an ``embedder`` argument: an embedder, or a spec to make one.
+
+        Raises:
+            InvalidArgumentError: it is neither (or a malformed spec).
+            EmbedderError: the spec names an embedder that cannot be made.
+
+        """
+        if isinstance(given, str):
+            # Looked up when called: tests fake the provider on the module.
+            return cls(adapters.embedder_from_spec(given), seconds, spec=given)
+        return cls(embedding.check_embedder(given), seconds)
 
     async def attach(self, batch: FlatBatch) -> bool:
         """Make the batch's vectors before its transaction; whether all were made.

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from loopctl_memory import embedding, migrate
 from loopctl_memory.bm25 import DEFAULT_B, DEFAULT_K1, Bm25Parameters
-from loopctl_memory.embedding import check_embedder, check_timeout
+from loopctl_memory.embedding import check_timeout
 from loopctl_memory.errors import EmbedderError, InvalidArgumentError, LoopMemoryError, StorageError
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
@@ -185,7 +185,9 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         )
     given = options.get("embedder")
     seconds = check_timeout(options.get("embed_timeout", embedding.DEFAULT_TIMEOUT))
-    store_embedder = None if given is None or given == RECORDED else _made(given, seconds)
+    store_embedder = (
+        None if given is None or given == RECORDED else StoreEmbedder.made(given, seconds)
+    )
     ranking = check_ranking(options.get("ranking", "reference"), has_embedder=given is not None)
     bm25 = Bm25Parameters(options.get("bm25_k1", DEFAULT_K1), options.get("bm25_b", DEFAULT_B))
     if read_only and track_access:
@@ -247,15 +249,6 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
     return store
 
 
-def _made(given: object, seconds: float) -> StoreEmbedder:
-    """The store's embedder from the ``embedder`` option: an embedder, or a spec to make one."""
-    if isinstance(given, str):
-        from loopctl_memory.embedders import embedder_from_spec  # noqa: PLC0415 - when asked
-
-        return StoreEmbedder(embedder_from_spec(given), seconds, spec=given)
-    return StoreEmbedder(check_embedder(given), seconds)
-
-
 async def _recorded(unit: UnitOfWork, seconds: float) -> StoreEmbedder | None:
     """The embedder whose spec the store recorded, or None if it recorded none.
 
@@ -278,7 +271,7 @@ async def _recorded(unit: UnitOfWork, seconds: float) -> StoreEmbedder | None:
             " LOOPCTL_MEMORY_EMBEDDER), or open the store without an embedder"
         )
     try:
-        return _made(named.spec, seconds)
+        return StoreEmbedder.made(named.spec, seconds)
     except LoopMemoryError as exc:
         raise EmbedderError(f"this store's embedder {named.spec!r} cannot be made: {exc}") from exc
 

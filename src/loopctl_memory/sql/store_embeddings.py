@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from loopctl_memory import embedders, embedding
-from loopctl_memory.errors import EmbedderError, InvalidArgumentError, StorageError
+from loopctl_memory import embedding
+from loopctl_memory.arguments import check_batch_size
+from loopctl_memory.errors import EmbedderError, StorageError
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import check_ranking
@@ -160,7 +161,7 @@ class EmbeddingOperations(StorePart):
             StorageError: the database refused a read or a write.
 
         """
-        _check_batch_size(batch_size)
+        check_batch_size(batch_size)
         return await self._fill(batch_size, every=True)
 
     async def reembed(
@@ -199,13 +200,8 @@ class EmbeddingOperations(StorePart):
             StorageError: the database refused a read or a write.
 
         """
-        _check_batch_size(batch_size)
-        seconds = self._shared.embed_timeout
-        new = (
-            StoreEmbedder(embedders.embedder_from_spec(embedder), seconds, spec=embedder)
-            if isinstance(embedder, str)
-            else StoreEmbedder(embedding.check_embedder(embedder), seconds)
-        )
+        check_batch_size(batch_size)
+        new = StoreEmbedder.made(embedder, self._shared.embed_timeout)
         made_by = await self._unit.run(
             "reembed",
             lambda c: embeddings.register(c, new.embedder, new.spec),
@@ -274,11 +270,6 @@ class EmbeddingOperations(StorePart):
             after = waiting[-1][0]
             if not every:
                 return made
-
-
-def _check_batch_size(batch_size: object) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
 
 
 async def _embedded(
