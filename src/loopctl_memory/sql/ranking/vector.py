@@ -29,6 +29,7 @@ from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking import bm25
 from loopctl_memory.sql.ranking.state import Mask, RankingState
 from loopctl_memory.sql.ranking.topk import best
+from loopctl_memory.sql.ranking.vectors import VectorIndex
 from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
@@ -52,11 +53,7 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments
     size = state.top + 1
     if limit == 0 or size <= 1:
         return []
-    vectors = state.vectors(reader, embedder_id, len(query))
-    universe = state.live(size) & vectors.present[:size]
-    members = state.members(scope, size)
-    if members is not None:
-        universe &= members.mask
+    vectors, universe = _ranked(state, reader, len(query), scope, embedder_id)
     seqs = np.flatnonzero(universe)
     rough = embedding.approximate_cosines(vectors.matrix[:size], query)[seqs].astype(np.float64)
     bound = embedding.error_bound(len(query))
@@ -102,6 +99,19 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments
     return _best_exactly(
         every[candidates], estimate, slack, lambda picked: fused(picked, exact), limit
     )
+
+
+def _ranked(
+    state: RankingState, reader: Reader, dims: int, scope: Scope, embedder_id: int
+) -> tuple[VectorIndex, Mask]:
+    """The embedder's vectors, and which seqs rank: live entries of ``scope`` with a vector."""
+    size = state.top + 1
+    vectors = state.vectors(reader, embedder_id, dims)
+    universe = state.live(size) & vectors.present[:size]
+    members = state.members(scope, size)
+    if members is not None:
+        universe &= members.mask
+    return vectors, universe
 
 
 def _best_exactly(
@@ -154,11 +164,7 @@ def hybrid_parts(  # noqa: PLR0917 - the retrieval's arguments
     entries it returned (``retrieve_explained``: a rare call, kept plain).
     """
     size = state.top + 1
-    vectors = state.vectors(reader, embedder_id, len(query))
-    universe = state.live(size) & vectors.present[:size]
-    members = state.members(scope, size)
-    if members is not None:
-        universe &= members.mask
+    vectors, universe = _ranked(state, reader, len(query), scope, embedder_id)
     every = embedding.cosines(vectors.matrix[np.flatnonzero(universe)], query)
     span = (float(every.min()), float(every.max())) if len(every) else (0.0, 0.0)
     tokens, parameters = lexical
