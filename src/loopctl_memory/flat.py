@@ -52,6 +52,10 @@ class FlatBatch:
                 (index, position, tag, tag.lower()) for position, tag in enumerate(tags)
             )
 
+    def holds_memory_of(self, characters: int) -> bool:
+        """Whether an entry's memory has at least ``characters`` characters."""
+        return any(len(entry[2]) >= characters for entry in self.entries)
+
     def has_unique_ids(self) -> bool:
         """Whether no two entries of the batch share an id."""
         return len({entry[0] for entry in self.entries}) == len(self.entries)

@@ -47,6 +47,7 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         "tags",
         "index_state",
         "tokens",
+        "token_grams",
         "token_blocks",
         "tag_values",
         "tag_blocks",

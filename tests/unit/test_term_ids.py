@@ -34,9 +34,9 @@ def _stored(connection: Connection) -> dict[str, int]:
 def test_terms_get_ids_and_keep_them(engine):
     known = KnownTerms()
     with engine.begin() as connection:
-        first = known.ids(connection, "words", "word", ["alpha", "beta"]).tolist()
+        first = known.ids(connection, "words", "word", ["alpha", "beta"])[0].tolist()
     with engine.begin() as connection:
-        again = known.ids(connection, "words", "word", ["alpha", "beta", "gamma"]).tolist()
+        again = known.ids(connection, "words", "word", ["alpha", "beta", "gamma"])[0].tolist()
         stored = _stored(connection)
     assert first == again[:2]
     assert [stored["alpha"], stored["beta"], stored["gamma"]] == again
@@ -52,9 +52,9 @@ def test_a_term_already_learnt_costs_no_statement(engine):
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
     with engine.begin() as connection:
-        assert [_stored(connection)["alpha"]] == known.ids(
-            connection, "words", "word", ["alpha"]
-        ).tolist()
+        assert [_stored(connection)["alpha"]] == known.ids(connection, "words", "word", ["alpha"])[
+            0
+        ].tolist()
     assert not [s for s in statements if "words" in s and "SELECT word, id" not in s]
 
 
@@ -62,13 +62,13 @@ def test_an_id_given_out_by_a_rolled_back_write_is_never_used_again(engine):
     known = KnownTerms()
     with engine.connect() as connection:
         transaction = connection.begin()
-        (lost,) = known.ids(connection, "words", "word", ["alpha"]).tolist()
+        (lost,) = known.ids(connection, "words", "word", ["alpha"])[0].tolist()
         transaction.rollback()
     with engine.begin() as connection:  # another writer takes the id back for its own term
         connection.execute(text("INSERT INTO words (word) VALUES ('beta')"))
         assert lost == _stored(connection)["beta"]
     with engine.begin() as connection:
-        alpha, beta = known.ids(connection, "words", "word", ["alpha", "beta"]).tolist()
+        alpha, beta = known.ids(connection, "words", "word", ["alpha", "beta"])[0].tolist()
         stored = _stored(connection)
     assert (stored["alpha"], stored["beta"]) == (alpha, beta)
     assert alpha != lost
@@ -79,6 +79,6 @@ def test_a_full_cache_starts_again_and_still_answers(engine):
     terms = [f"w{n:02}" for n in range(5)]
     for start in range(5):
         with engine.begin() as connection:
-            got = known.ids(connection, "words", "word", terms[: start + 1]).tolist()
+            got = known.ids(connection, "words", "word", terms[: start + 1])[0].tolist()
             stored = _stored(connection)
         assert [stored[term] for term in terms[: start + 1]] == got

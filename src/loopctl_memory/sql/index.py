@@ -39,7 +39,7 @@ from sqlalchemy import Connection, Table, delete, func, select, update
 from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.bm25_tokens import document_tokens
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.sql import inversion
+from loopctl_memory.sql import grams, inversion
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import (
     changes,
@@ -49,6 +49,7 @@ from loopctl_memory.sql.tables import (
     tag_values,
     tags,
     token_blocks,
+    token_grams,
     tokens,
     word_blocks,
     words,
@@ -69,14 +70,26 @@ class TermTables:
     blocks: Table
     counted: bool = False
     """Whether each posting also holds a count (the blocks' ``counts`` column)."""
+    grams: bool = False
+    """Whether its terms' trigrams are indexed (:mod:`~loopctl_memory.sql.grams`)."""
 
 
-TOKENS = TermTables(tokens, "token", token_blocks)
+TOKENS = TermTables(tokens, "token", token_blocks, grams=True)
 TAG_VALUES = TermTables(tag_values, "value", tag_blocks)
 WORDS = TermTables(words, "word", word_blocks, counted=True)
 _ANALYZED = [
     table.name
-    for table in (entries, tags, tokens, token_blocks, tag_values, tag_blocks, words, word_blocks)
+    for table in (
+        entries,
+        tags,
+        tokens,
+        token_grams,
+        token_blocks,
+        tag_values,
+        tag_blocks,
+        words,
+        word_blocks,
+    )
 ]
 
 
@@ -127,10 +140,12 @@ def write_position(connection: Connection) -> WritePosition:
     return WritePosition(max(int(top or 0), mark, int(removed or 0)) + 1, mark)
 
 
-def shorten_tail(connection: Connection, tail_limit: int, known: KnownTerms | None = None) -> int:
-    """Index the tail if it has reached ``tail_limit`` entries; return the watermark after."""
+def shorten_tail(
+    connection: Connection, tail_limit: int, known: KnownTerms | None = None, *, now: bool = False
+) -> int:
+    """Index the tail if it has reached ``tail_limit`` entries, or ``now``; return the watermark."""
     position = write_position(connection)
-    if position.tail_after(0) >= tail_limit:
+    if position.tail_after(0) >= (1 if now else tail_limit):
         index_tail(connection, row_entries=tail_limit, known=known)
         return watermark(connection)
     return position.indexed_through
@@ -240,7 +255,9 @@ def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are wr
     if not terms:
         return
     known = known if known is not None else KnownTerms()
-    ids = known.ids(connection, vocabulary.terms.name, vocabulary.term, terms)
+    ids, created = known.ids(connection, vocabulary.terms.name, vocabulary.term, terms)
+    if vocabulary.grams:
+        grams.add_tokens(connection, created)
     term_ids = ids[postings.term_of]
     seqs, counts = postings.seqs, postings.counts
     row_entries = max(row_entries, 1)

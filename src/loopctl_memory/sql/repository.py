@@ -185,7 +185,9 @@ async def insert_entries(
     made = backend.vector_rows(batch, first_seq)
     if made:
         await connection.exec_driver_sql(backend.sql(INSERT_VECTORS), made)
-    if position.tail_after(len(batch)) < tuning.tail_limit:
+    if position.tail_after(len(batch)) < tuning.tail_limit and not batch.holds_memory_of(
+        tuning.giant_memory
+    ):
         return position.indexed_through, ids
     await connection.run_sync(
         index.index_tail, batch, first_seq, row_entries=tuning.tail_limit, known=term_ids

@@ -138,11 +138,13 @@ def ranked(state: RankingState, reader: Reader, request: Request) -> list[tuple[
             allowed,
             lexical,
         )
+    query = parse_query(request.query)
     state.lexical(reader)
+    state.look_up(reader, query.words)
     state.relevance(reader)
     return reference.top_scored(
         state,
-        parse_query(request.query),
+        query,
         limit,
         scope,
         # A scope's texts are worth keeping; the entries of one filter are not.

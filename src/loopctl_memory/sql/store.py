@@ -181,15 +181,17 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
             await self._write(batch)
         elif seq - shared.watermark_seen >= shared.tuning.tail_limit:
             await self._shorten_tail()
+        elif batch.holds_memory_of(shared.tuning.giant_memory):
+            await self._shorten_tail(now=True)
         if embedded:
             await self._after_embedded_write(1)
 
-    async def _shorten_tail(self) -> None:
+    async def _shorten_tail(self, *, now: bool = False) -> None:
         shared = self._shared
         limit = shared.tuning.tail_limit
         shared.watermark_seen = await self._unit.run(
             "index",
-            lambda c: c.run_sync(index.shorten_tail, limit, shared.term_ids),
+            lambda c: c.run_sync(index.shorten_tail, limit, shared.term_ids, now=now),
             write=True,
         )
 

@@ -176,6 +176,24 @@ def _vocabulary(name: str, term: str, what: str, blocks_name: str) -> tuple[Tabl
 tokens, token_blocks = _vocabulary("tokens", "token", "lowercase, no whitespace", "token_blocks")
 tag_values, tag_blocks = _vocabulary("tag_values", "value", "a whole lowercase tag", "tag_blocks")
 
+token_grams = Table(
+    "token_grams",
+    metadata,
+    Column("gram", BigInteger(), primary_key=True, autoincrement=False, comment="3 code points"),
+    Column(
+        "first_id", BigInteger(), primary_key=True, autoincrement=False, comment="its first token"
+    ),
+    Column("count", Integer(), nullable=False, comment="how many tokens the row names"),
+    Column(
+        "ids",
+        LargeBinary(),
+        nullable=False,
+        comment="its width (1, 2, 4), then the gaps after first_id",
+    ),
+    sqlite_with_rowid=False,  # read by gram: the primary key is the table
+)
+"""Which tokens hold each trigram: rows written as indexing creates tokens (see ``grams``)."""
+
 
 words = Table(
     "words",

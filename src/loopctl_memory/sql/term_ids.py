@@ -39,10 +39,11 @@ class KnownTerms:
 
     def ids(
         self, connection: Connection, table: str, column: str, terms: list[str]
-    ) -> npt.NDArray[np.int64]:
+    ) -> tuple[npt.NDArray[np.int64], dict[str, int]]:
         """The id of each of ``terms`` (distinct, sorted) in ``table``, creating those missing.
 
-        Runs in the caller's write transaction (SQLite's ``BEGIN IMMEDIATE``, or
+        Also returns the terms this call created, with their ids. Runs in the
+        caller's write transaction (SQLite's ``BEGIN IMMEDIATE``, or
         PostgreSQL's, where another writer's new term waits on its commit).
         """
         known = self._ids.setdefault(table, {})
@@ -58,8 +59,8 @@ class KnownTerms:
             if len(known) + len(found.committed) > self._kept:
                 known.clear()
             known.update(found.committed)
-            return ids
-        return np.fromiter(map(known.__getitem__, terms), np.int64, len(terms))
+            return ids, found.created
+        return np.fromiter(map(known.__getitem__, terms), np.int64, len(terms)), {}
 
 
 class _Found:

@@ -18,6 +18,9 @@ class Tuning:
     word_cache_bytes: int = 64 * 2**20
     """Memory for the entries of the words that took many postings to find, kept for later
     queries (a mask of one byte per entry for the commonest, else their seqs)."""
+    giant_memory: int = 65_536
+    """A write holding a memory of at least this many characters indexes the tail at once:
+    its tokens then cost their size once, at the write, not at every later retrieval."""
     small_scope: int = 20_000
     """A scope of at most this many entries is ranked from its entries' texts, kept in
     memory once read, instead of from the postings of every entry (0: never)."""

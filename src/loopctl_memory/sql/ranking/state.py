@@ -27,6 +27,7 @@ memory only for the rankings it uses.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from loopctl_memory.errors import EmbedderError
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.grams import TokenFinder
 from loopctl_memory.sql.ranking.columns import FilterColumns
 from loopctl_memory.sql.ranking.vectors import VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
@@ -107,9 +109,12 @@ class RankingState:
         self.rewritten = RewrittenIndex()
         # The lowercase memory and tags of entries of small scopes, read when first ranked.
         self._texts: dict[int, tuple[str, tuple[str, ...]]] = {}
-        self.tokens = Terms()
+        self.tokens = TokenFinder()
+        # The current query's words: the entries kept of some, the tokens of the others.
+        self._query_kept: dict[str, npt.NDArray[Any]] = {}
+        self._query_tokens: dict[str, Ints] = {}
         self.tag_values = Terms()
-        self._terms_read = (0, 0)  # the highest token and tag value ids read
+        self._tags_read = 0  # the highest tag value id read
         self.token_segments: list[Segment] = []
         self.tag_segments: list[Segment] = []
         self.tail = TailIndex(0)
@@ -200,8 +205,20 @@ class RankingState:
             self.tag_segments = [load_segment(connection, index.TAG_VALUES, 0, self.mark)]
             self.tail = TailIndex(self.mark)
             self.tail.read(connection, self.top)
-            self._read_terms(connection)
+            self._read_tag_values(connection)
         self._lexical = True
+
+    def look_up(self, connection: Reader, words: Iterable[str]) -> None:
+        """The tokens holding each query word, for :meth:`word_entries` (after :meth:`lexical`).
+
+        Words whose entries are kept need none: they are held for this query,
+        whatever the words looked up next make the budget drop.
+        """
+        wanted = tuple(words)
+        self._query_kept = {word: self._kept[word] for word in wanted if word in self._kept}
+        self._query_tokens = self.tokens.look_up(
+            connection, [word for word in wanted if word not in self._query_kept]
+        )
 
     def relevance(self, connection: Reader) -> None:
         """Read every entry's relevance into ``half``, if not yet: the reference ranks by it.
@@ -357,7 +374,8 @@ class RankingState:
         if self._lexical:
             self.token_segments.append(load_segment(connection, index.TOKENS, self.mark, mark))
             self.tag_segments.append(load_segment(connection, index.TAG_VALUES, self.mark, mark))
-            self._read_terms(connection)  # terms are created only when blocks are indexed
+            self._read_tag_values(connection)  # terms are created only when blocks are indexed
+            self.tokens.forget()
             tail = TailIndex(mark)
             tail.read(connection, max(self.top, mark))
             self.tail = tail
@@ -365,12 +383,10 @@ class RankingState:
             self._kept_bytes = 0
         self.mark = mark
 
-    def _read_terms(self, connection: Reader) -> None:
-        """Add the tokens and tag values created since the last read."""
-        read_tokens, read_tags = self._terms_read
-        self._terms_read = (
-            _read_terms(connection, self.tokens, index.TOKENS, read_tokens),
-            _read_terms(connection, self.tag_values, index.TAG_VALUES, read_tags),
+    def _read_tag_values(self, connection: Reader) -> None:
+        """Add the tag values created since the last read."""
+        self._tags_read = _read_terms(
+            connection, self.tag_values, index.TAG_VALUES, self._tags_read
         )
 
     # --- looking up ---
@@ -446,13 +462,14 @@ class RankingState:
         word that took many postings to find is kept for the next queries,
         within the budget. The tail's entries come from :meth:`word_tail`.
         """
-        kept = self._kept.get(word)
+        kept = self._query_kept.get(word)
         if kept is not None:
-            self._kept.move_to_end(word)
+            if word in self._kept:
+                self._kept.move_to_end(word)
             if kept.dtype == np.uint8:  # a mask, a bit an entry
                 return np.unpackbits(kept, count=self.mark + 1).view(np.bool_), True
             return kept, True
-        wanted: Ints = np.array(self.tokens.containing(word), np.int64)
+        wanted = self._query_tokens[word]
         runs = [segment.runs(wanted) for segment in self.token_segments]
         postings, size = sum(part.postings for part in runs), self.top + 1
         if postings * 16 < size or not self.tuning.word_cache_bytes:

@@ -1,0 +1,275 @@
+"""The trigram index of the token vocabulary: which tokens contain a query word, without a scan.
+
+The reference ranking needs, for each query word, every token that contains
+it. A vocabulary of agent memories grows with the store (ids, hashes, paths),
+so a scan of it costs each query word time in proportion to the store, and
+reading it costs every new process its whole size. Instead, indexing keeps,
+for each trigram, the ids of the tokens that hold it:
+
+* A token of ``n`` code points has ``n`` trigrams: those of the token followed
+  by two end marks, code points no text holds. So each of its positions
+  starts one, and a word of one or two code points is in a token exactly when
+  a trigram of the token starts with it.
+* A trigram is one integer (three 21-bit code points), so the trigrams that
+  start with a given one or two code points form one range of integers.
+* Each indexing adds, for every trigram of the tokens it created, a row:
+  the trigram, the first token id, the count, and the ids (ascending, as
+  gaps of the narrowest width of 1, 2 or 4 bytes that holds them). Term ids
+  only grow, so a trigram's rows in ``first_id`` order list its tokens in id
+  order.
+
+A word of three code points is exactly the tokens of its trigram; a longer one
+is among those of its rarest trigrams, and each candidate's text is checked.
+A word of one or two is the union of the rows of its range.
+
+The writing half runs in the indexing transaction (a synchronous connection);
+the reading half, :class:`TokenFinder`, in a retrieval's read transaction.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection
+
+from loopctl_memory.sql.backend import Reader, backend_of
+
+Ints = npt.NDArray[np.int64]
+
+_BITS = 21  # a code point: at most 0x10FFFF
+_END = 0x110000  # above every code point: the marks after each token
+_GRAMS_TO_INTERSECT = 3  # a long word's rarest trigrams read
+_PER_STATEMENT = 10_000  # bound parameters, under SQLite's limit
+_FOUND_BYTES = 32 * 2**20  # token ids a process keeps of the words it looked up
+_INSERT = "INSERT INTO token_grams (gram, first_id, count, ids) VALUES (?, ?, ?, ?)"
+
+
+def gram_codes(text: str) -> list[int]:
+    """The trigrams of a query word of three code points or more, as integers, in order."""
+    points = [ord(character) for character in text]
+    return [
+        (points[n] << 2 * _BITS) | (points[n + 1] << _BITS) | points[n + 2]
+        for n in range(len(points) - 2)
+    ]
+
+
+def prefix_range(text: str) -> tuple[int, int]:
+    """The trigrams that start with ``text`` (one or two code points): ``low <= gram < high``."""
+    points = [ord(character) for character in text]
+    if len(points) == 1:
+        return points[0] << 2 * _BITS, (points[0] + 1) << 2 * _BITS
+    low = (points[0] << 2 * _BITS) | (points[1] << _BITS)
+    return low, low + (1 << _BITS)
+
+
+def token_trigrams(ids: Ints, texts: list[str]) -> tuple[Ints, Ints]:
+    """Each distinct (trigram, token id) of the tokens, sorted by trigram then id.
+
+    ``ids[n]`` names ``texts[n]``, ascending; every token has at least one code point.
+    """
+    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    points = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), "<u4")
+    # Each token, then its two end marks, one after the other.
+    padded_starts = np.concatenate(([0], np.cumsum(lengths + 2)[:-1]))
+    padded = np.full(int(lengths.sum()) + 2 * len(texts), _END, np.int64)
+    owner = np.repeat(np.arange(len(texts)), lengths)
+    where = np.arange(len(points)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    where += padded_starts[owner]
+    padded[where] = points
+    grams = (padded[where] << 2 * _BITS) | (padded[where + 1] << _BITS) | padded[where + 2]
+    token_ids = ids[owner]
+    order = np.argsort(grams, kind="stable")  # ids ascending within a trigram, as given
+    grams, token_ids = grams[order], token_ids[order]
+    fresh = np.ones(len(grams), np.bool_)
+    fresh[1:] = (grams[1:] != grams[:-1]) | (token_ids[1:] != token_ids[:-1])
+    return grams[fresh], token_ids[fresh]
+
+
+def add_tokens(connection: Connection, created: dict[str, int]) -> None:
+    """Index the trigrams of tokens this transaction created (token -> id); one row a trigram."""
+    if not created:
+        return
+    ordered = sorted(created.items(), key=lambda pair: pair[1])
+    texts = [text for text, _ in ordered]
+    ids = np.fromiter((number for _, number in ordered), np.int64, len(ordered))
+    grams, token_ids = token_trigrams(ids, texts)
+    cuts = np.flatnonzero(grams[1:] != grams[:-1]) + 1
+    starts, ends = np.concatenate(([0], cuts)), np.append(cuts, len(grams))
+    # Each row's gaps, in the narrowest width that holds its largest: 1, 2 or 4 bytes.
+    gaps = np.diff(token_ids, append=token_ids[-1])  # a row's last gap crosses to the next
+    gaps[ends - 1] = 0
+    widest = np.maximum.reduceat(gaps, starts)
+    widths = np.where(widest < 1 << 8, 1, np.where(widest < 1 << 16, 2, 4)).tolist()
+    by_width = {width: gaps.astype(f"<u{width}").tobytes() for width in set(widths)}
+    rows = [
+        (
+            gram,
+            first,
+            end - start,
+            bytes((width,)) + by_width[width][start * width : (end - 1) * width]
+            if end - start > 1
+            else b"",
+        )
+        for gram, first, start, end, width in zip(
+            grams[starts].tolist(),
+            token_ids[starts].tolist(),
+            starts.tolist(),
+            ends.tolist(),
+            widths,
+            strict=True,
+        )
+    ]
+    connection.exec_driver_sql(backend_of(connection).sql(_INSERT), rows)
+
+
+def _unpacked(first: int, packed: bytes) -> Ints:
+    ids = np.empty(1 + max(0, (len(packed) - 1) // (packed[0] if packed else 1)), np.int64)
+    ids[0] = first
+    if packed:
+        ids[1:] = np.frombuffer(packed, f"<u{packed[0]}", offset=1)
+        np.cumsum(ids, out=ids)
+    return ids
+
+
+class TokenFinder:
+    """The ids of the tokens that contain each query word, looked up in the trigram index.
+
+    Words are looked up in batches (:meth:`look_up`), a few statements for a
+    whole query however many words it has, and the answers kept for the next
+    queries within a budget. New tokens come only with newly indexed blocks: the
+    caller then calls :meth:`forget`. Not thread-safe, like the state that
+    holds it.
+    """
+
+    def __init__(self, budget: int = _FOUND_BYTES) -> None:
+        self._budget = budget
+        self._found: OrderedDict[str, Ints] = OrderedDict()
+        self._bytes = 0
+
+    def forget(self) -> None:
+        """Drop what was found: the vocabulary grew."""
+        self._found.clear()
+        self._bytes = 0
+
+    def look_up(self, reader: Reader, words: Iterable[str]) -> dict[str, Ints]:
+        """The ids of the tokens that contain each word, ascending.
+
+        What is not yet known is read for the whole batch at once.
+        """
+        wanted = list(dict.fromkeys(words))
+        found = {word: self._found[word] for word in wanted if word in self._found}
+        for word in found:
+            self._found.move_to_end(word)
+        missing = [word for word in wanted if word not in found]
+        found.update((word, self._of_prefix(reader, word)) for word in missing if len(word) <= 2)
+        long = [word for word in missing if len(word) > 2]
+        if long:
+            found.update(self._of_long(reader, long))
+        for word in missing:
+            self._keep(word, found[word])
+        return found
+
+    def _keep(self, word: str, ids: Ints) -> None:
+        self._found[word] = ids
+        self._bytes += ids.nbytes
+        while self._bytes > self._budget and self._found:
+            _, dropped = self._found.popitem(last=False)
+            self._bytes -= dropped.nbytes
+
+    @staticmethod
+    def _of_prefix(reader: Reader, word: str) -> Ints:
+        low, high = prefix_range(word)
+        rows = reader.all(
+            "SELECT first_id, ids FROM token_grams WHERE gram >= ? AND gram < ?", (low, high)
+        )
+        return _union([_unpacked(int(first), bytes(packed)) for first, packed in rows])
+
+    def _of_long(self, reader: Reader, words: list[str]) -> dict[str, Ints]:
+        grams_of = {word: gram_codes(word) for word in words}
+        counts = _counts(reader, {gram for grams in grams_of.values() for gram in grams})
+        chosen = {
+            word: sorted(set(grams), key=lambda gram: counts.get(gram, 0))[:_GRAMS_TO_INTERSECT]
+            for word, grams in grams_of.items()
+        }
+        lists = _lists(
+            reader, {gram for grams in chosen.values() for gram in grams if gram in counts}
+        )
+        candidates: dict[str, Ints] = {}
+        for word, grams in chosen.items():
+            held = [lists.get(gram, _NONE) for gram in grams]
+            held.sort(key=len)
+            ids = held[0]
+            for other in held[1:]:
+                ids = ids[np.isin(ids, other, assume_unique=True)]
+            candidates[word] = ids
+        return _checked(reader, candidates)
+
+
+_NONE: Ints = np.empty(0, np.int64)
+
+
+def _union(lists: list[Ints]) -> Ints:
+    if not lists:
+        return _NONE
+    return np.unique(np.concatenate(lists)) if len(lists) > 1 else lists[0]
+
+
+def _counts(reader: Reader, grams: set[int]) -> dict[int, int]:
+    """How many tokens hold each trigram (absent: none)."""
+    counts: dict[int, int] = {}
+    ordered = sorted(grams)
+    for start in range(0, len(ordered), _PER_STATEMENT):
+        chunk = ordered[start : start + _PER_STATEMENT]
+        marks = ", ".join("?" * len(chunk))
+        for gram, count in reader.all(
+            f"SELECT gram, sum(count) FROM token_grams WHERE gram IN ({marks}) GROUP BY gram",  # noqa: S608
+            chunk,
+        ):
+            counts[int(gram)] = int(count)
+    return counts
+
+
+def _lists(reader: Reader, grams: set[int]) -> dict[int, Ints]:
+    """The ids of the tokens holding each trigram, ascending."""
+    parts: dict[int, list[Ints]] = {}
+    ordered = sorted(grams)
+    for start in range(0, len(ordered), _PER_STATEMENT):
+        chunk = ordered[start : start + _PER_STATEMENT]
+        marks = ", ".join("?" * len(chunk))
+        for gram, first, packed in reader.all(
+            f"SELECT gram, first_id, ids FROM token_grams WHERE gram IN ({marks})"  # noqa: S608
+            " ORDER BY gram, first_id",
+            chunk,
+        ):
+            parts.setdefault(int(gram), []).append(_unpacked(int(first), bytes(packed)))
+    return {
+        gram: np.concatenate(held) if len(held) > 1 else held[0] for gram, held in parts.items()
+    }
+
+
+def _checked(reader: Reader, candidates: dict[str, Ints]) -> dict[str, Ints]:
+    """Of each word's candidates, the tokens that do contain it (a word of 3: all of them)."""
+    to_read = sorted(
+        {int(number) for word, ids in candidates.items() if len(word) > 3 for number in ids}
+    )
+    texts: dict[int, str] = {}
+    decode = reader.backend.decode
+    for start in range(0, len(to_read), _PER_STATEMENT):
+        chunk = to_read[start : start + _PER_STATEMENT]
+        marks = ", ".join("?" * len(chunk))
+        texts.update(
+            (int(number), decode(token))
+            for number, token in reader.all(
+                f"SELECT id, token FROM tokens WHERE id IN ({marks})",  # noqa: S608
+                chunk,
+            )
+        )
+    return {
+        word: ids
+        if len(word) <= 3
+        else np.array([number for number in ids.tolist() if word in texts[number]], np.int64)
+        for word, ids in candidates.items()
+    }
