@@ -16,7 +16,7 @@ For each workload (``natural``, ``dense``) and size, in a fresh temporary direct
 
 Only the public API of ``loopctl_memory`` is used.
 
-    .venv/bin/python -m benchmarks.run [--sizes 10k,100k,1m] [--workloads natural,dense,ids]
+    .venv/bin/python -m benchmarks.run [--sizes 10k,100k,1m] [--workloads natural,dense,ids,zipf2]
                                        [--queries 200] [--out benchmarks/RESULTS.md]
 """
 
@@ -856,7 +856,12 @@ def _parser() -> argparse.ArgumentParser:
     add(
         "--sizes", type=sizes, default=[10_000, 100_000], help="e.g. 10k,100k,1m (default 10k,100k)"
     )
-    add("--workloads", type=names, default=list(workloads.WORKLOADS), help="natural,dense,ids")
+    add(
+        "--workloads",
+        type=names,
+        default=list(workloads.WORKLOADS),
+        help=", ".join(workloads.WORKLOADS),
+    )
     add("--queries", type=int, default=200, help="retrieve calls timed for p50/p95 (default 200)")
     add(
         "--guard",

@@ -1,6 +1,6 @@
 """Deterministic benchmark workloads: memories and queries from a seeded random.Random.
 
-Three workloads, the same shape of entry (8-25 words, 0-2 tags, relevance on a
+Four workloads, the same shape of entry (8-25 words, 0-2 tags, relevance on a
 0.05 grid, exactly 10% of entries below the pruning threshold):
 
 * ``natural``: word-like synthetic tokens with Zipf frequencies (rank r has
@@ -12,6 +12,8 @@ Three workloads, the same shape of entry (8-25 words, 0-2 tags, relevance on a
   word occurs in a large share of the entries (the worst case for any index
   that narrows candidates by word). Queries are 1-5 words; one-word queries
   also meet tags that contain them.
+* ``zipf2``: a second natural vocabulary, so that nothing is tuned to the
+  first: 50,000 longer words, a flatter law (1/rank^0.9), no glue words.
 * ``ids``: what tool output leaves in an agent's notes: 5-12 natural words,
   then a request UUID, a commit hash (40 hex digits) and a file path with a
   line number, so the vocabulary grows by about three tokens an entry. The
@@ -39,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 
 from loopctl_memory import MemoryCategory, MemoryEntry
 
-WORKLOADS = ("natural", "dense", "ids")
+WORKLOADS = ("natural", "dense", "ids", "zipf2")
 
 GLUE_WORDS = ("the", "of", "and", "to", "a", "in", "is", "for", "on", "with")
 """Common short words, most frequent first: the top ranks of the natural Zipf law."""
@@ -124,6 +126,21 @@ def _natural(seed: int) -> _Shape:
     )
 
 
+OTHER_VOCABULARY = 50_000
+OTHER_EXPONENT = 0.9
+
+
+def _zipf2(seed: int) -> _Shape:
+    """A second Zipf law: more words, longer, a flatter law, no glue words first."""
+    content = vocabulary(OTHER_VOCABULARY, seed + 2_000, syllables=(1, 2, 3, 3, 4, 5))
+    return _Shape(
+        text=_zipf(content, OTHER_EXPONENT),
+        tags=_zipf(content[::-1], OTHER_EXPONENT),
+        query_words=(3, 7),
+        capitalise=True,
+    )
+
+
 def _dense(seed: int) -> _Shape:
     words = vocabulary(DENSE_VOCABULARY, seed, syllables=(1, 1, 2))
     uniform = _Words(words, None)
@@ -159,7 +176,12 @@ def _tool_output(rng: random.Random, shape: _Shape, index: int, seed: int) -> st
     return f" request {request} commit {commit_hash(index, seed)} in {path}"
 
 
-_SHAPES: dict[str, Callable[[int], _Shape]] = {"natural": _natural, "dense": _dense, "ids": _ids}
+_SHAPES: dict[str, Callable[[int], _Shape]] = {
+    "natural": _natural,
+    "dense": _dense,
+    "ids": _ids,
+    "zipf2": _zipf2,
+}
 
 
 def _shape(workload: str, seed: int) -> _Shape:
@@ -261,6 +283,13 @@ def describe(workload: str, seed: int = 1) -> str:
             f"natural: {len(shape.text.population):,} words, Zipf (1/rank), glue words "
             f"{', '.join(GLUE_WORDS)} first; the top {half:,} words are half of all text; "
             f"{MIN_WORDS}-{MAX_WORDS} words an entry, 0-2 tags, 3-7-word queries"
+        )
+    if workload == "zipf2":
+        half = shape.text.rank_of_share(0.5)
+        return (
+            f"zipf2: {len(shape.text.population):,} words of 1-5 syllables, Zipf"
+            f" (1/rank^{OTHER_EXPONENT}), no glue words; the top {half:,} words are half of all"
+            f" text; {MIN_WORDS}-{MAX_WORDS} words an entry, 0-2 tags, 3-7-word queries"
         )
     if workload == "ids":
         return (

@@ -182,3 +182,31 @@ def test_each_token_is_indexed_under_exactly_its_trigrams(tokens):
                 assert named == {
                     number for number, t in zip(ids.tolist(), tokens, strict=True) if piece in t
                 }
+
+
+@pytest.mark.parametrize("one_by_one", [True, False])
+async def test_a_giant_memory_is_indexed_by_its_own_write(one_by_one, tmp_path):
+    rng = random.Random(65)
+    reference = InMemoryStore()
+    tuning = Tuning(tail_limit=1_000, giant_memory=300)
+    async with open_store(tmp_path / "memory.db", tuning=tuning) as store:
+        small = _entries(rng, 20)
+        await store.store_many(small)
+        await reference.store_many(small)
+        assert 0 == await _watermark(store)  # a short tail stays a tail
+        giant = MemoryEntry(MemoryCategory.FACT, " ".join(_hash(rng) for _ in range(40)))
+        if one_by_one:
+            await store.store(giant)
+        else:
+            await store.store_many([giant])
+        await reference.store(giant)
+        assert 21 == await _watermark(store)  # indexed with the tail before it, at once
+        pieces = [token[5:17] for token in giant.memory.split()[:10]]
+        await _same(store, reference, [*pieces, " ".join(pieces), *_queries(rng, [giant.memory])])
+
+
+async def _watermark(store) -> int:
+    async with store.engine.connect() as connection:
+        return int(
+            (await connection.execute(text("SELECT indexed_through FROM index_state"))).scalar_one()
+        )

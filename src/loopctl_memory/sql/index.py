@@ -2,10 +2,11 @@
 
 A query word never contains whitespace, so it occurs in a memory exactly when
 it occurs inside one of the memory's lowercase whitespace-separated *tokens*.
-The vocabulary of distinct tokens is small, so a substring scan of it is cheap,
-and the postings of the tokens that contain a word name every entry that
-contains the word. Whole lowercase tags are indexed the same way, for the tag
-bonus (a tag must contain the whole query).
+The tokens that contain a word come from the trigram index of the vocabulary
+(:mod:`loopctl_memory.sql.grams`, written here as tokens are created), and
+their postings name every entry that contains the word. Whole lowercase tags
+are indexed the same way, for the tag bonus (a tag must contain the whole
+query).
 
 Entries are indexed in blocks, not one by one: every entry with
 ``seq <= indexed_through`` is in the postings, and the newer *tail* is read

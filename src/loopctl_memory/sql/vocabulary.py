@@ -1,10 +1,11 @@
 """A vocabulary in memory: which of its terms contain a given text, found with ``str.find``.
 
-A query word never contains whitespace, so it occurs in a memory exactly when
-it occurs inside one of the memory's tokens; the tag bonus needs the tags that
-contain the whole query. Both questions are "which terms contain this text",
-asked of a few tens of thousands of distinct terms: a substring search of
-their concatenation answers it at C speed.
+The tag bonus needs the tags that contain the whole query, and the tail (the
+few entries not yet indexed) the tokens that contain a query word. Both ask
+"which terms contain this text" of a bounded set of distinct terms: a
+substring search of their concatenation answers it at C speed. (The indexed
+vocabulary grows with the store: it is searched by trigrams, see
+:mod:`loopctl_memory.sql.grams`.)
 """
 
 from __future__ import annotations
