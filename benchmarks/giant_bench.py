@@ -112,7 +112,7 @@ async def _main(options: argparse.Namespace) -> str:
     ratio = held["p50"] / without["p50"]
     lines = [
         BEGIN,
-        "## One giant memory",
+        "### One giant memory",
         "",
         f"- Command: `python -m benchmarks.giant_bench {' '.join(options.argv)}`".rstrip() + "",
         f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; machine: {machine()}",

@@ -113,8 +113,9 @@ async def test_pieces_of_ids_and_odd_tokens_rank_as_the_reference(backend, tmp_p
             await _same(store, reference, _queries(rng, [e.memory for e in batch]))
 
 
-async def test_a_process_that_looked_words_up_sees_tokens_another_indexed(tmp_path):
-    path = tmp_path / "memory.db"
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
+async def test_a_process_that_looked_words_up_sees_tokens_another_indexed(backend, tmp_path):
+    path = await shared_target(backend, tmp_path)
     tuning = Tuning(tail_limit=10, word_cache_bytes=0)
     reference = InMemoryStore()
     async with open_store(path, tuning=tuning) as reader, open_store(path, tuning=tuning) as writer:
@@ -134,8 +135,9 @@ async def test_a_process_that_looked_words_up_sees_tokens_another_indexed(tmp_pa
             )
 
 
-async def test_a_database_upgraded_to_0009_finds_the_tokens_it_held(tmp_path):
-    path = tmp_path / "memory.db"
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
+async def test_a_database_upgraded_to_0009_finds_the_tokens_it_held(backend, tmp_path):
+    path = await shared_target(backend, tmp_path)
     rng = random.Random(9)
     reference = InMemoryStore()
     batch = _entries(rng, 120)
