@@ -292,7 +292,7 @@ async def test_on_a_full_disk_writes_are_refused_then_succeed_once_there_is_room
 
 async def test_a_new_database_on_a_full_disk_is_refused_and_opens_once_there_is_room(tmp_path):
     """SQLite may leave the new file behind, empty: an empty file is an empty database."""
-    with small_disk(tmp_path / "disk", "256k") as disk:
+    with small_disk(tmp_path / "disk", "512k") as disk:
         filler = fill(disk)
         path = disk / "memory.db"
         with pytest.raises(StorageError, match="full"):
