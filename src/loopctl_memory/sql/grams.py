@@ -29,7 +29,8 @@ the reading half, :class:`TokenFinder`, in a retrieval's read transaction.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -126,12 +127,14 @@ def add_tokens(connection: Connection, created: dict[str, int]) -> None:
 
 
 def _unpacked(first: int, packed: bytes) -> Ints:
-    ids = np.empty(1 + max(0, (len(packed) - 1) // (packed[0] if packed else 1)), np.int64)
+    """A row's token ids: ``first``, then the running sums of its gaps (see :func:`add_tokens`)."""
+    if not packed:
+        return np.array([first], np.int64)
+    gaps = np.frombuffer(packed, f"<u{packed[0]}", offset=1)
+    ids = np.empty(len(gaps) + 1, np.int64)
     ids[0] = first
-    if packed:
-        ids[1:] = np.frombuffer(packed, f"<u{packed[0]}", offset=1)
-        np.cumsum(ids, out=ids)
-    return ids
+    ids[1:] = gaps
+    return np.cumsum(ids, out=ids)
 
 
 class TokenFinder:
@@ -217,34 +220,28 @@ def _union(lists: list[Ints]) -> Ints:
     return np.unique(np.concatenate(lists)) if len(lists) > 1 else lists[0]
 
 
-def _counts(reader: Reader, grams: set[int]) -> dict[int, int]:
-    """How many tokens hold each trigram (absent: none)."""
-    counts: dict[int, int] = {}
-    ordered = sorted(grams)
+def _rows_in(reader: Reader, statement: str, values: set[int]) -> Iterator[Any]:
+    """The rows of ``statement`` (its ``{}`` an IN list) for ``values``, a chunk at a time."""
+    ordered = sorted(values)
     for start in range(0, len(ordered), _PER_STATEMENT):
         chunk = ordered[start : start + _PER_STATEMENT]
-        marks = ", ".join("?" * len(chunk))
-        for gram, count in reader.all(
-            f"SELECT gram, sum(count) FROM token_grams WHERE gram IN ({marks}) GROUP BY gram",  # noqa: S608
-            chunk,
-        ):
-            counts[int(gram)] = int(count)
-    return counts
+        yield from reader.all(statement.format(", ".join("?" * len(chunk))), chunk)
+
+
+def _counts(reader: Reader, grams: set[int]) -> dict[int, int]:
+    """How many tokens hold each trigram (absent: none)."""
+    statement = "SELECT gram, sum(count) FROM token_grams WHERE gram IN ({}) GROUP BY gram"
+    return {int(gram): int(count) for gram, count in _rows_in(reader, statement, grams)}
 
 
 def _lists(reader: Reader, grams: set[int]) -> dict[int, Ints]:
     """The ids of the tokens holding each trigram, ascending."""
+    statement = (
+        "SELECT gram, first_id, ids FROM token_grams WHERE gram IN ({}) ORDER BY gram, first_id"
+    )
     parts: dict[int, list[Ints]] = {}
-    ordered = sorted(grams)
-    for start in range(0, len(ordered), _PER_STATEMENT):
-        chunk = ordered[start : start + _PER_STATEMENT]
-        marks = ", ".join("?" * len(chunk))
-        for gram, first, packed in reader.all(
-            f"SELECT gram, first_id, ids FROM token_grams WHERE gram IN ({marks})"  # noqa: S608
-            " ORDER BY gram, first_id",
-            chunk,
-        ):
-            parts.setdefault(int(gram), []).append(_unpacked(int(first), bytes(packed)))
+    for gram, first, packed in _rows_in(reader, statement, grams):
+        parts.setdefault(int(gram), []).append(_unpacked(int(first), bytes(packed)))
     return {
         gram: np.concatenate(held) if len(held) > 1 else held[0] for gram, held in parts.items()
     }
@@ -252,21 +249,14 @@ def _lists(reader: Reader, grams: set[int]) -> dict[int, Ints]:
 
 def _checked(reader: Reader, candidates: dict[str, Ints]) -> dict[str, Ints]:
     """Of each word's candidates, the tokens that do contain it (a word of 3: all of them)."""
-    to_read = sorted(
-        {int(number) for word, ids in candidates.items() if len(word) > 3 for number in ids}
-    )
-    texts: dict[int, str] = {}
+    to_read = {int(number) for word, ids in candidates.items() if len(word) > 3 for number in ids}
     decode = reader.backend.decode
-    for start in range(0, len(to_read), _PER_STATEMENT):
-        chunk = to_read[start : start + _PER_STATEMENT]
-        marks = ", ".join("?" * len(chunk))
-        texts.update(
-            (int(number), decode(token))
-            for number, token in reader.all(
-                f"SELECT id, token FROM tokens WHERE id IN ({marks})",  # noqa: S608
-                chunk,
-            )
+    texts = {
+        int(number): decode(token)
+        for number, token in _rows_in(
+            reader, "SELECT id, token FROM tokens WHERE id IN ({})", to_read
         )
+    }
     return {
         word: ids
         if len(word) <= 3
