@@ -85,8 +85,8 @@ async def reset_postgres(url: str) -> None:
     async with open_store(url) as store, store.engine.begin() as connection:
         await connection.execute(
             text(
-                "TRUNCATE entries, tags, tokens, token_grams, token_blocks, tag_values, tag_blocks,"
-                " words, word_blocks, changes, vectors, "
+                "TRUNCATE entries, tags, tokens, token_grams, token_blocks, entry_blocks,"
+                " piece_blocks, tag_values, tag_blocks, words, word_blocks, changes, vectors, "
                 "scopes RESTART IDENTITY CASCADE"
             )
         )

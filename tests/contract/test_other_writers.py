@@ -238,6 +238,42 @@ async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
 
 
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
+@pytest.mark.parametrize("seed", [6, 7])
+async def test_a_new_process_ranks_what_every_kind_of_write_left(backend, seed, tmp_path):
+    """A new process reads the indexed entries' relevance and scope from their blocks' rows
+    and what changed since (updates, deletions, merges, decay) from the change log."""
+    rng = random.Random(seed)
+    target = await shared_target(backend, tmp_path)
+    tuning = Tuning(tail_limit=rng.choice([3, 20]), small_scope=0)
+    reference = InMemoryStore(clock=lambda: NOW)
+    async with open_store(target, tuning=tuning, clock=lambda: NOW) as writing:
+        writer, elsewhere = writing.scope("team/a"), writing.scope("team/b")
+        for _ in range(12):
+            action = rng.random()
+            if action < 0.4:
+                batch = [_aged(rng) for _ in range(rng.randint(1, 30))]
+                await writer.store_many(batch)
+                await reference.store_many(batch)
+                await elsewhere.store_many([_aged(rng) for _ in range(rng.randint(0, 10))])
+            elif action < 0.6:
+                stored = [entry async for entry in writer.iter_entries()]
+                for entry in rng.sample(stored, min(len(stored), rng.randint(1, 6))):
+                    changes = _changes(rng)
+                    assert await reference.update(entry.id, **changes) == await writer.update(
+                        entry.id, **changes
+                    )
+            elif action < 0.75:
+                stored = [entry async for entry in writer.iter_entries()]
+                for entry in rng.sample(stored, min(len(stored), rng.randint(1, 5))):
+                    assert await writer.delete(entry.id) == await reference.delete(entry.id)
+            else:
+                config = ConsolidationConfig.full()
+                assert await reference.consolidate(config) == await writer.consolidate(config)
+            async with open_store(target, tuning=tuning, clock=lambda: NOW) as fresh:
+                await _same_answers(fresh.scope("team/a"), reference, rng)
+
+
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
 async def test_a_full_pass_never_undoes_a_write_made_while_it_was_worked_out(backend, tmp_path):
     """The pass is worked out before its write transaction; a write landing in between wins."""
     rng = random.Random(9)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -20,7 +21,8 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, migrate, open_store
-from loopctl_memory.sql import grams
+from loopctl_memory.scoring import split_whitespace
+from loopctl_memory.sql import grams, pieces
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import SHARED_BACKENDS, shared_target
 
@@ -113,6 +115,20 @@ async def test_pieces_of_ids_and_odd_tokens_rank_as_the_reference(backend, tmp_p
             await _same(store, reference, _queries(rng, [e.memory for e in batch]))
 
 
+async def test_a_query_of_hundreds_of_words_is_looked_up_in_batches_and_ranks_the_same(tmp_path):
+    """Its words are found a batch at a time (by count, then by trigram rows read at once)."""
+    rng = random.Random(31)
+    reference = InMemoryStore()
+    async with open_store(tmp_path / "m.db", tuning=Tuning(tail_limit=40)) as store:
+        batch = _entries(rng, 150)
+        await store.store_many(batch)
+        await reference.store_many(batch)
+        memories = [e.memory for e in batch]
+        words = [_piece(rng, memories) for _ in range(700)]
+        with patch.object(grams, "_IDS_AT_ONCE", 50):
+            await _same(store, reference, [" ".join(words), " ".join(words[::-1][:300])])
+
+
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
 async def test_a_process_that_looked_words_up_sees_tokens_another_indexed(backend, tmp_path):
     path = await shared_target(backend, tmp_path)
@@ -154,13 +170,46 @@ async def test_a_database_upgraded_to_0009_finds_the_tokens_it_held(backend, tmp
         await _same(upgraded, reference, _queries(rng, [e.memory for e in batch]))
 
 
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
+async def test_a_database_upgraded_to_0011_finds_the_short_words_it_held(backend, tmp_path):
+    path = await shared_target(backend, tmp_path)
+    rng = random.Random(11)
+    reference = InMemoryStore()
+    batch = _entries(rng, 120)
+    async with open_store(path, tuning=Tuning(tail_limit=30)) as store:
+        await store.store_many(batch)
+        await reference.store_many(batch)
+        async with store.engine.connect() as connection:
+            written = await connection.run_sync(_piece_holders)
+        async with store.engine.connect() as connection:
+            assert "0010" == await connection.run_sync(migrate.upgrade_to, "0010")
+    async with open_store(path, migrate=True, tuning=Tuning(tail_limit=30)) as upgraded:
+        async with upgraded.engine.connect() as connection:
+            assert written == await connection.run_sync(_piece_holders)
+        memories = [e.memory for e in batch]
+        short = [_piece(rng, memories)[:size] for size in (1, 2) for _ in range(30)]
+        await _same(upgraded, reference, [*short, *_queries(rng, memories)])
+
+
+def _piece_holders(connection) -> set[tuple[int, int]]:
+    """Each (piece, seq) the rows name (however the rows are cut)."""
+    return {
+        (int(piece), seq)
+        for piece, block, packed in connection.execute(
+            text("SELECT piece, block, seqs FROM piece_blocks")
+        )
+        for seq in pieces.decoded(int(block), bytes(packed)).tolist()
+    }
+
+
 def _decoded_rows(connection) -> dict[int, list[int]]:
     """Trigram -> the token ids of its rows, in order (however the rows are cut)."""
     held: dict[int, list[int]] = {}
     for gram, first, packed in connection.execute(
         text("SELECT gram, first_id, ids FROM token_grams ORDER BY gram, first_id")
     ):
-        held.setdefault(int(gram), []).extend(grams._unpacked(int(first), bytes(packed)).tolist())
+        ids, _ = grams._decoded([(int(first), bytes(packed))])
+        held.setdefault(int(gram), []).extend(ids.tolist())
     return held
 
 
@@ -175,15 +224,43 @@ def test_each_token_is_indexed_under_exactly_its_trigrams(tokens):
         for n in range(len(token)):
             expected.add(((padded[n] << 42) | (padded[n + 1] << 21) | padded[n + 2], number))
     assert sorted(expected) == list(zip(found.tolist(), holders.tolist(), strict=True))
-    for token in tokens:  # a word of one or two code points is found by its range
-        for size in (1, 2):
-            piece = token[:size]
-            if len(piece) == size:
-                low, high = grams.prefix_range(piece)
-                named = {int(h) for g, h in zip(found, holders, strict=True) if low <= g < high}
-                assert named == {
-                    number for number, t in zip(ids.tolist(), tokens, strict=True) if piece in t
-                }
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("ab\x00é😀日 \t\u3000\x1c\u2029"), max_size=12)))
+def test_each_memory_holds_exactly_the_pieces_of_its_tokens(texts):
+    """Tokens are split on Unicode White_Space (not U+001C..U+001F), as the reference splits."""
+    seqs, codes = pieces.text_pieces([(n + 1, text) for n, text in enumerate(texts)])
+    expected = {
+        (n + 1, pieces.piece_code(token[start : start + size]))
+        for n, text in enumerate(texts)
+        for token in split_whitespace(text)
+        for size in (1, 2)
+        for start in range(len(token) - size + 1)
+    }
+    assert expected == set(zip(seqs.tolist(), codes.tolist(), strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 200_000)), min_size=1, max_size=300),
+    st.integers(1, 10**12),
+)
+def test_a_block_rows_pieces_read_back_as_the_entries_holding_them(pairs, block):
+    """Bitmaps for common pieces, 2- or 4-byte offsets for rare ones, over any span."""
+    distinct = np.array([7, 11, 13, 17, 19, 23], np.int64)
+    held = np.array([piece for piece, _ in pairs], np.int64)
+    offsets = np.array([offset for _, offset in pairs], np.int64)
+    expected: dict[int, set[int]] = {}
+    for piece, offset in pairs:
+        expected.setdefault(int(distinct[piece]), set()).add(block + offset)
+    for cells_at_once in (pieces._CELLS_AT_ONCE, 1):  # all pieces in one pass, or one a pass
+        with patch.object(pieces, "_CELLS_AT_ONCE", cells_at_once):
+            rows = pieces._row_values(distinct, held, offsets, block)
+        assert {code for code, _, _ in rows} == set(expected)
+        for code, row, packed in rows:
+            assert row == block
+            assert pieces.decoded(row, packed).tolist() == sorted(expected[code])
 
 
 @pytest.mark.parametrize("one_by_one", [True, False])

@@ -49,6 +49,8 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         "tokens",
         "token_grams",
         "token_blocks",
+        "entry_blocks",
+        "piece_blocks",
         "tag_values",
         "tag_blocks",
         "words",

@@ -109,7 +109,7 @@ async def _write_pass(
     keeps that place in insertion order); the others are removed. Other
     processes learn of rewritten entries from the change log (or, when many
     were rewritten, the index is built again), and read every entry again when
-    a decay changed them all.
+    a decay changed them all (from the indexed entries' rows, written again).
     """
     kept = {seqs[slot] for slot in result.slots}
     gone = [seq for seq in seqs if seq not in kept]
@@ -141,6 +141,8 @@ async def _write_pass(
     )
     if reindex:
         await connection.run_sync(index.rebuild, row_entries=tuning.tail_limit)
+    elif config.decay and rows:  # unlogged: the indexed entries' rows must hold it
+        await connection.run_sync(index.write_entry_blocks_again, row_entries=tuning.tail_limit)
     if reindex or (config.decay and rows):
         await repository.raise_generation(connection)
     return result.stats

@@ -7,11 +7,8 @@ reading it costs every new process its whole size. Instead, indexing keeps,
 for each trigram, the ids of the tokens that hold it:
 
 * A token of ``n`` code points has ``n`` trigrams: those of the token followed
-  by two end marks, code points no text holds. So each of its positions
-  starts one, and a word of one or two code points is in a token exactly when
-  a trigram of the token starts with it.
-* A trigram is one integer (three 21-bit code points), so the trigrams that
-  start with a given one or two code points form one range of integers.
+  by two end marks, code points no text holds, so each of its positions
+  starts one. A trigram is one integer (three 21-bit code points).
 * Each indexing adds, for every trigram of the tokens it created, a row:
   the trigram, the first token id, the count, and the ids (ascending, as
   gaps of the narrowest width of 1, 2 or 4 bytes that holds them). Term ids
@@ -20,7 +17,8 @@ for each trigram, the ids of the tokens that hold it:
 
 A word of three code points is exactly the tokens of its trigram; a longer one
 is among those of its rarest trigrams, and each candidate's text is checked.
-A word of one or two is the union of the rows of its range.
+A word of one or two code points is in a large share of the tokens: its
+entries come from its own rows instead (:mod:`~loopctl_memory.sql.pieces`).
 
 The writing half runs in the indexing transaction (a synchronous connection);
 the reading half, :class:`TokenFinder`, in a retrieval's read transaction.
@@ -28,6 +26,7 @@ the reading half, :class:`TokenFinder`, in a retrieval's read transaction.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -36,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection
 
+from loopctl_memory.sql.arrays import run_positions
 from loopctl_memory.sql.backend import Reader, backend_of
 
 Ints = npt.NDArray[np.int64]
@@ -45,6 +45,7 @@ _END = 0x110000  # above every code point: the marks after each token
 _GRAMS_TO_INTERSECT = 3  # a long word's rarest trigrams read
 _PER_STATEMENT = 10_000  # bound parameters, under SQLite's limit
 _FOUND_BYTES = 32 * 2**20  # token ids a process keeps of the words it looked up
+_IDS_AT_ONCE = 2_000_000  # token ids of trigram rows read together, a few times their bytes
 _INSERT = "INSERT INTO token_grams (gram, first_id, count, ids) VALUES (?, ?, ?, ?)"
 
 
@@ -55,15 +56,6 @@ def gram_codes(text: str) -> list[int]:
         (points[n] << 2 * _BITS) | (points[n + 1] << _BITS) | points[n + 2]
         for n in range(len(points) - 2)
     ]
-
-
-def prefix_range(text: str) -> tuple[int, int]:
-    """The trigrams that start with ``text`` (one or two code points): ``low <= gram < high``."""
-    points = [ord(character) for character in text]
-    if len(points) == 1:
-        return points[0] << 2 * _BITS, (points[0] + 1) << 2 * _BITS
-    low = (points[0] << 2 * _BITS) | (points[1] << _BITS)
-    return low, low + (1 << _BITS)
 
 
 def token_trigrams(ids: Ints, texts: list[str]) -> tuple[Ints, Ints]:
@@ -126,15 +118,30 @@ def add_tokens(connection: Connection, created: dict[str, int]) -> None:
     connection.exec_driver_sql(backend_of(connection).sql(_INSERT), rows)
 
 
-def _unpacked(first: int, packed: bytes) -> Ints:
-    """A row's token ids: ``first``, then the running sums of its gaps (see :func:`add_tokens`)."""
-    if not packed:
-        return np.array([first], np.int64)
-    gaps = np.frombuffer(packed, f"<u{packed[0]}", offset=1)
-    ids = np.empty(len(gaps) + 1, np.int64)
-    ids[0] = first
-    ids[1:] = gaps
-    return np.cumsum(ids, out=ids)
+def _decoded(rows: list[tuple[int, bytes]]) -> tuple[Ints, Ints]:
+    """The token ids of rows of ``(first_id, ids)``, row after row, and how many each holds.
+
+    One pass of numpy over all the rows (see :func:`add_tokens` for the layout):
+    a common trigram has a row for each indexing that created tokens holding it.
+    """
+    firsts = np.fromiter((first for first, _ in rows), np.int64, len(rows))
+    widths = np.fromiter((packed[0] if packed else 1 for _, packed in rows), np.int64, len(rows))
+    sizes = np.fromiter((len(packed) for _, packed in rows), np.int64, len(rows))
+    counts = np.where(sizes > 0, (sizes - 1) // widths, 0) + 1
+    starts = np.cumsum(counts) - counts
+    values = np.empty(int(counts.sum()), np.int64)
+    values[starts] = firsts
+    for width in np.unique(widths).tolist():
+        of_width = np.flatnonzero((widths == width) & (counts > 1))
+        if not len(of_width):
+            continue
+        joined = b"".join(rows[n][1][1:] for n in of_width.tolist())
+        lengths = counts[of_width] - 1
+        values[run_positions(starts[of_width] + 1, lengths)] = np.frombuffer(joined, f"<u{width}")
+    running = np.cumsum(values, out=values)
+    # Each row's sums start again from its first id.
+    running -= np.repeat(running[starts] - firsts, counts)
+    return running, counts
 
 
 class TokenFinder:
@@ -158,7 +165,7 @@ class TokenFinder:
         self._bytes = 0
 
     def look_up(self, reader: Reader, words: Iterable[str]) -> dict[str, Ints]:
-        """The ids of the tokens that contain each word, ascending.
+        """The ids of the tokens that contain each word (three code points or more), ascending.
 
         What is not yet known is read for the whole batch at once.
         """
@@ -167,28 +174,20 @@ class TokenFinder:
         for word in found:
             self._found.move_to_end(word)
         missing = [word for word in wanted if word not in found]
-        found.update((word, self._of_prefix(reader, word)) for word in missing if len(word) <= 2)
-        long = [word for word in missing if len(word) > 2]
-        if long:
-            found.update(self._of_long(reader, long))
+        if missing:
+            found.update(self._of_long(reader, missing))
         for word in missing:
             self._keep(word, found[word])
         return found
 
     def _keep(self, word: str, ids: Ints) -> None:
+        if ids.base is not None:  # a view would keep a whole batch's rows alive
+            ids = ids.copy()
         self._found[word] = ids
         self._bytes += ids.nbytes
         while self._bytes > self._budget and self._found:
             _, dropped = self._found.popitem(last=False)
             self._bytes -= dropped.nbytes
-
-    @staticmethod
-    def _of_prefix(reader: Reader, word: str) -> Ints:
-        low, high = prefix_range(word)
-        rows = reader.all(
-            "SELECT first_id, ids FROM token_grams WHERE gram >= ? AND gram < ?", (low, high)
-        )
-        return _union([_unpacked(int(first), bytes(packed)) for first, packed in rows])
 
     def _of_long(self, reader: Reader, words: list[str]) -> dict[str, Ints]:
         grams_of = {word: gram_codes(word) for word in words}
@@ -197,27 +196,37 @@ class TokenFinder:
             word: sorted(set(grams), key=lambda gram: counts.get(gram, 0))[:_GRAMS_TO_INTERSECT]
             for word, grams in grams_of.items()
         }
-        lists = _lists(
-            reader, {gram for grams in chosen.values() for gram in grams if gram in counts}
-        )
-        candidates: dict[str, Ints] = {}
-        for word, grams in chosen.items():
-            held = [lists.get(gram, _NONE) for gram in grams]
-            held.sort(key=len)
-            ids = held[0]
-            for other in held[1:]:
-                ids = ids[np.isin(ids, other, assume_unique=True)]
-            candidates[word] = ids
-        return _checked(reader, candidates)
+        # Words whose trigram rows name at most _IDS_AT_ONCE ids are found together: memory
+        # stays bounded, however many words (a whole prompt) come at once.
+        found: dict[str, Ints] = {}
+        group: list[str] = []
+        held = 0
+        for word in words:
+            size = sum(counts.get(gram, 0) for gram in chosen[word])
+            if group and held + size > _IDS_AT_ONCE:
+                found.update(_found_together(reader, {each: chosen[each] for each in group}))
+                group, held = [], 0
+            group.append(word)
+            held += size
+        found.update(_found_together(reader, {each: chosen[each] for each in group}))
+        return found
+
+
+def _found_together(reader: Reader, chosen: dict[str, list[int]]) -> dict[str, Ints]:
+    """The tokens holding each word, from the rows of its ``chosen`` trigrams (all held)."""
+    lists = _lists(reader, {gram for grams in chosen.values() for gram in grams})
+    candidates: dict[str, Ints] = {}
+    for word, grams in chosen.items():
+        held = [lists.get(gram, _NONE) for gram in grams]
+        held.sort(key=len)
+        ids = held[0]
+        for other in held[1:]:
+            ids = ids[np.isin(ids, other, assume_unique=True)]
+        candidates[word] = ids
+    return _checked(reader, candidates)
 
 
 _NONE: Ints = np.empty(0, np.int64)
-
-
-def _union(lists: list[Ints]) -> Ints:
-    if not lists:
-        return _NONE
-    return np.unique(np.concatenate(lists)) if len(lists) > 1 else lists[0]
 
 
 def _rows_in(reader: Reader, statement: str, values: set[int]) -> Iterator[Any]:
@@ -239,27 +248,49 @@ def _lists(reader: Reader, grams: set[int]) -> dict[int, Ints]:
     statement = (
         "SELECT gram, first_id, ids FROM token_grams WHERE gram IN ({}) ORDER BY gram, first_id"
     )
-    parts: dict[int, list[Ints]] = {}
-    for gram, first, packed in _rows_in(reader, statement, grams):
-        parts.setdefault(int(gram), []).append(_unpacked(int(first), bytes(packed)))
+    rows = list(_rows_in(reader, statement, grams))
+    ids, counts = _decoded([(int(first), bytes(packed)) for _, first, packed in rows])
+    # Rows come by trigram: each trigram's ids are one stretch of ``ids``.
+    of_row = np.fromiter((gram for gram, _, _ in rows), np.int64, len(rows))
+    firsts = np.flatnonzero(np.diff(of_row, prepend=-1)) if rows else np.empty(0, np.int64)
+    bounds = np.append(np.cumsum(counts)[firsts] - counts[firsts], len(ids))
     return {
-        gram: np.concatenate(held) if len(held) > 1 else held[0] for gram, held in parts.items()
+        int(of_row[row]): ids[low:high]
+        for row, low, high in zip(
+            firsts.tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True
+        )
     }
 
 
 def _checked(reader: Reader, candidates: dict[str, Ints]) -> dict[str, Ints]:
-    """Of each word's candidates, the tokens that do contain it (a word of 3: all of them)."""
-    to_read = {int(number) for word, ids in candidates.items() if len(word) > 3 for number in ids}
+    """Of each word's candidates, the tokens that do contain it (a word of 3: all of them).
+
+    The candidates of every word are read once, a chunk of ids at a time, so the
+    texts in memory stay bounded however many words and candidates there are.
+    """
+    long = {word: ids for word, ids in candidates.items() if len(word) > 3 and len(ids)}
+    if not long:
+        return candidates
+    every = np.sort(np.concatenate(list(long.values())))
+    every = every[np.concatenate(([True], every[1:] != every[:-1]))]
+    firsts = every[::_PER_STATEMENT]
+    # For each chunk of ids: the words with candidates in it, and where they lie.
+    by_chunk: list[list[tuple[str, int, int]]] = [[] for _ in firsts]
+    for word, ids in long.items():
+        cuts = np.append(np.searchsorted(ids, firsts), len(ids)).tolist()
+        for chunk, (low, high) in enumerate(itertools.pairwise(cuts)):
+            if high > low:
+                by_chunk[chunk].append((word, low, high))
+    kept: dict[str, list[int]] = {word: [] for word in long}
     decode = reader.backend.decode
-    texts = {
-        int(number): decode(token)
-        for number, token in _rows_in(
-            reader, "SELECT id, token FROM tokens WHERE id IN ({})", to_read
-        )
-    }
+    statement = "SELECT id, token FROM tokens WHERE id IN ({})"
+    for chunk, start in enumerate(range(0, len(every), _PER_STATEMENT)):
+        numbers = every[start : start + _PER_STATEMENT].tolist()
+        rows = reader.all(statement.format(", ".join("?" * len(numbers))), numbers)
+        texts = {int(number): decode(token) for number, token in rows}
+        for word, low, high in by_chunk[chunk]:
+            kept[word] += [n for n in long[word][low:high].tolist() if word in texts[n]]
     return {
-        word: ids
-        if len(word) <= 3
-        else np.array([number for number in ids.tolist() if word in texts[number]], np.int64)
+        word: np.array(kept[word], np.int64) if word in long else ids
         for word, ids in candidates.items()
     }

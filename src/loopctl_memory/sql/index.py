@@ -4,9 +4,12 @@ A query word never contains whitespace, so it occurs in a memory exactly when
 it occurs inside one of the memory's lowercase whitespace-separated *tokens*.
 The tokens that contain a word come from the trigram index of the vocabulary
 (:mod:`loopctl_memory.sql.grams`, written here as tokens are created), and
-their postings name every entry that contains the word. Whole lowercase tags
-are indexed the same way, for the tag bonus (a tag must contain the whole
-query).
+their postings name every entry that contains the word; a word of one or two
+code points, in a large share of the tokens, has its entries written here
+directly (:mod:`loopctl_memory.sql.pieces`). Whole lowercase tags are indexed
+the same way as tokens, for the tag bonus (a tag must contain the whole
+query). Each block also keeps its entries' relevance and scope as indexing
+found them (``entry_blocks``), which a new process reads instead of every entry.
 
 Entries are indexed in blocks, not one by one: every entry with
 ``seq <= indexed_through`` is in the postings, and the newer *tail* is read
@@ -40,12 +43,14 @@ from sqlalchemy import Connection, Table, delete, func, select, update
 from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.bm25_tokens import document_tokens
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.sql import grams, inversion
+from loopctl_memory.sql import grams, inversion, pieces
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import (
     changes,
     entries,
+    entry_blocks,
     index_state,
+    piece_blocks,
     tag_blocks,
     tag_values,
     tags,
@@ -86,6 +91,7 @@ _ANALYZED = [
         tokens,
         token_grams,
         token_blocks,
+        piece_blocks,
         tag_values,
         tag_blocks,
         words,
@@ -159,10 +165,22 @@ def rebuild(connection: Connection, *, row_entries: int) -> None:
     old words. Every process must then read its copy again (the caller raises
     the generation); the log it would have read is gone.
     """
-    for table in (token_blocks, tag_blocks, word_blocks, changes):
+    for table in (token_blocks, piece_blocks, tag_blocks, word_blocks, entry_blocks, changes):
         connection.execute(delete(table))
     connection.execute(update(index_state).values(indexed_through=0))
     index_tail(connection, row_entries=row_entries)
+
+
+def write_entry_blocks_again(connection: Connection, *, row_entries: int) -> None:
+    """Write the indexed entries' relevance and scope rows again, from the entries as they are.
+
+    For a change to many entries' relevance that is not logged (a decay pass):
+    the caller raises the generation, and every process reads the rows again.
+    """
+    connection.execute(delete(entry_blocks))
+    mark = watermark(connection)
+    if mark:
+        _add_entry_blocks(connection, 1, mark, row_entries)
 
 
 def index_tail(
@@ -200,8 +218,10 @@ def index_tail(
     block = start + 1
     tokens, tags = inversion.invert_tokens(texts), inversion.invert_tags(tag_values)
     _add_postings(connection, TOKENS, block, tokens, row_entries, known=known)
+    pieces.add_pieces(connection, block, texts, row_entries)
     _add_postings(connection, TAG_VALUES, block, tags, row_entries, known=known)
     _add_postings(connection, WORDS, block, word_postings, row_entries, lengths, known)
+    _add_entry_blocks(connection, block, texts[-1][0], row_entries)
     connection.execute(update(index_state).values(indexed_through=texts[-1][0]))
     backend_of(connection).after_indexing(connection, _ANALYZED)
 
@@ -295,6 +315,37 @@ def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are wr
             f"INSERT INTO {vocabulary.blocks.name} ({columns}) VALUES ({marks})"  # noqa: S608
         ),
         values,
+    )
+
+
+def _add_entry_blocks(connection: Connection, block: int, through: int, row_entries: int) -> None:
+    """Write the relevance and scope of the entries ``block <= seq <= through`` as they are now.
+
+    A row for each ``row_entries`` seqs from ``block`` on, like the postings:
+    a new process reads these few rows instead of every entry (see
+    ``tables.entry_blocks``); what changes later is in the change log.
+    """
+    backend = backend_of(connection)
+    rows = connection.exec_driver_sql(
+        backend.sql("SELECT seq, relevance, scope_id FROM entries WHERE seq >= ? AND seq <= ?"),
+        (block, through),
+    ).all()
+    seqs = np.fromiter((row[0] for row in rows), np.int64, len(rows)) - block
+    relevance = np.full(through - block + 1, np.nan, "<f8")
+    relevance[seqs] = np.fromiter((row[1] for row in rows), np.float64, len(rows))
+    scope_ids = np.zeros(through - block + 1, "<i8")
+    scope_ids[seqs] = np.fromiter((row[2] for row in rows), np.int64, len(rows))
+    row_entries = max(row_entries, 1)
+    connection.exec_driver_sql(
+        backend.sql("INSERT INTO entry_blocks (block, relevance, scope_ids) VALUES (?, ?, ?)"),
+        [
+            (
+                block + start,
+                relevance[start : start + row_entries].tobytes(),
+                scope_ids[start : start + row_entries].tobytes(),
+            )
+            for start in range(0, through - block + 1, row_entries)
+        ],
     )
 
 

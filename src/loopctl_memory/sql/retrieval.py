@@ -140,18 +140,18 @@ def ranked(state: RankingState, reader: Reader, request: Request) -> list[tuple[
         )
     query = parse_query(request.query)
     state.lexical(reader)
-    state.look_up(reader, query.words)
     state.relevance(reader)
-    return reference.top_scored(
-        state,
-        query,
-        limit,
-        scope,
-        # A scope's texts are worth keeping; the entries of one filter are not.
-        reader if allowed is None else None,
-        matched_only=request.matched_only,
-        allowed=allowed,
-    )
+    with state.looking_up(reader, query.words):
+        return reference.top_scored(
+            state,
+            query,
+            limit,
+            scope,
+            # A scope's texts are worth keeping; the entries of one filter are not.
+            reader if allowed is None else None,
+            matched_only=request.matched_only,
+            allowed=allowed,
+        )
 
 
 _ACCESS_STAMP = (

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loopctl_memory.sql.arrays import run_positions
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.index import TermTables
 
@@ -59,11 +60,23 @@ class Segment:
         return self.seqs[low:high], self.counts[low:high]
 
     def runs(self, term_ids: Ints) -> Runs:
-        """Where the seqs of those of ``term_ids`` that the segment holds lie in ``seqs``."""
-        where = np.searchsorted(self.term_ids, term_ids)
-        inside = where < len(self.term_ids)
-        where, wanted = where[inside], term_ids[inside]
-        where = where[self.term_ids[where] == wanted]
+        """Where the seqs of those of ``term_ids`` (distinct) the segment holds lie in ``seqs``.
+
+        Many terms (a word of one or two letters is in millions of tokens) are
+        found through a mask of the wanted ids, one pass over the segment's
+        terms, instead of a binary search each.
+        """
+        if len(term_ids) * 16 > len(self.term_ids) and len(term_ids):
+            highest = int(term_ids.max())
+            wanted_mask = np.zeros(highest + 1, np.bool_)
+            wanted_mask[term_ids] = True
+            held = self.term_ids[: np.searchsorted(self.term_ids, highest, side="right")]
+            where = np.flatnonzero(wanted_mask[held])
+        else:
+            where = np.searchsorted(self.term_ids, term_ids)
+            inside = where < len(self.term_ids)
+            where, wanted = where[inside], term_ids[inside]
+            where = where[self.term_ids[where] == wanted]
         first = self.starts[where]
         return Runs(first, self.starts[where + 1] - first)
 
@@ -71,7 +84,7 @@ class Segment:
         """The seqs in these runs, one after the other (an entry may come twice)."""
         if len(runs.first) == 1:
             return self.seqs[runs.first[0] : runs.first[0] + runs.lengths[0]]
-        gathered: Seqs = self.seqs[_positions(runs.first, runs.lengths)]
+        gathered: Seqs = self.seqs[run_positions(runs.first, runs.lengths)]
         return gathered
 
     def mark(self, runs: Runs, mask: npt.NDArray[np.bool_]) -> None:
@@ -81,7 +94,7 @@ class Segment:
         for low, high in itertools.pairwise([0, *sorted(set(cuts.tolist())), len(ends)]):
             if high > low:
                 first, lengths = runs.first[low:high], runs.lengths[low:high]
-                mask[self.seqs[_positions(first, lengths)]] = True
+                mask[self.seqs[run_positions(first, lengths)]] = True
 
 
 def load_segment(
@@ -101,16 +114,22 @@ def load_segment(
     """
     window = (after, through)
     table = tables.blocks.name
-    ids: list[Ints] = []
-    counts: list[Ints] = []
+    # Each term's seq count, by term id: a row names a term once, so a row adds in one step.
+    by_id = np.zeros(0, np.int64)
     sizes = f"SELECT term_ids, lengths FROM {table} WHERE block > ? AND block <= ?"  # noqa: S608
     for rows in connection.chunks(sizes, window, 256):
-        for term_ids, lengths in rows:
-            ids.append(np.frombuffer(term_ids, "<i8"))
-            counts.append(np.frombuffer(lengths, "<i8"))
-    term_ids, totals = _totals(_joined(ids), _joined(counts))
-    del ids, counts
-    starts = np.concatenate(([0], np.cumsum(totals))).astype(np.int64)
+        for held, lengths in rows:
+            ids = np.frombuffer(held, "<i8")
+            if len(ids) and int(ids[-1]) >= len(by_id):  # ascending: the last is the largest
+                grown = np.zeros(max(int(ids[-1]) + 1, 2 * len(by_id)), np.int64)
+                grown[: len(by_id)] = by_id
+                by_id = grown
+            by_id[ids] += np.frombuffer(lengths, "<i8")
+    term_ids = np.flatnonzero(by_id)
+    place = np.zeros(len(by_id), np.int64)  # where each term id is in term_ids
+    place[term_ids] = np.arange(len(term_ids))
+    starts = np.concatenate(([0], np.cumsum(by_id[term_ids]))).astype(np.int64)
+    del by_id
     cursor = starts[:-1].copy()
     seqs: Seqs = np.empty(int(starts[-1]), seq_type(through))
     # Most counts are small: a byte each, widened the first time one is not.
@@ -122,9 +141,9 @@ def load_segment(
     )
     for rows in connection.chunks(everything, window, _BLOCKS_PER_FETCH):
         for row in rows:
-            where = np.searchsorted(term_ids, np.frombuffer(row[0], "<i8"))
+            where = place[np.frombuffer(row[0], "<i8")]
             run_lengths = np.frombuffer(row[1], "<i8").astype(np.int64)
-            places = _positions(cursor[where], run_lengths)
+            places = run_positions(cursor[where], run_lengths)
             seqs[places] = np.frombuffer(row[2], "<i8")
             if tallies is not None:
                 held = np.frombuffer(row[3], "<i4")
@@ -136,16 +155,6 @@ def load_segment(
                     lengths_into[row[5] : row[5] + len(documents)] = documents
             cursor[where] += run_lengths
     return Segment(term_ids, starts, seqs, tallies)
-
-
-def _totals(ids: Ints, counts: Ints) -> tuple[Ints, Ints]:
-    """The distinct term ids, ascending, and each one's total count."""
-    if not len(ids):
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    order = np.argsort(ids, kind="stable")
-    ordered = ids[order]
-    first = np.flatnonzero(np.diff(ordered, prepend=-1))
-    return ordered[first].astype(np.int64), np.add.reduceat(counts[order], first).astype(np.int64)
 
 
 def distinct(seqs: Seqs, size: int) -> Seqs:
@@ -169,16 +178,3 @@ def distinct(seqs: Seqs, size: int) -> Seqs:
 def seq_type(highest: int) -> type[np.signedinteger[Any]]:
     """The smallest integer type for seqs up to ``highest``."""
     return np.int32 if highest < 2**31 else np.int64
-
-
-def _joined(parts: list[Ints]) -> Ints:
-    return np.concatenate(parts) if parts else np.empty(0, np.int64)
-
-
-def _positions(first: Ints, lengths: Ints) -> Ints:
-    """Every position of every run, run after run."""
-    # The k-th output sits at first[run] + (k - where the run begins in the output).
-    begins = np.cumsum(lengths) - lengths
-    offsets = np.repeat(first - begins, lengths)
-    positions: Ints = np.arange(len(offsets), dtype=offsets.dtype) + offsets
-    return positions

@@ -173,6 +173,22 @@ def _vocabulary(name: str, term: str, what: str, blocks_name: str) -> tuple[Tabl
     return terms, blocks
 
 
+entry_blocks = Table(
+    "entry_blocks",
+    metadata,
+    Column("block", BigInteger(), primary_key=True, autoincrement=False, comment="first seq"),
+    Column(
+        "relevance",
+        LargeBinary(),
+        nullable=False,
+        comment="float64, little-endian: each seq's relevance when indexed, NaN for no entry",
+    ),
+    Column("scope_ids", LargeBinary(), nullable=False, comment="int64: each seq's scope_id"),
+)
+"""The ranking columns of each indexed block's entries, as indexing found them: a new
+process reads them in a few rows, then the change log for what moved since."""
+
+
 tokens, token_blocks = _vocabulary("tokens", "token", "lowercase, no whitespace", "token_blocks")
 tag_values, tag_blocks = _vocabulary("tag_values", "value", "a whole lowercase tag", "tag_blocks")
 
@@ -193,6 +209,23 @@ token_grams = Table(
     sqlite_with_rowid=False,  # read by gram: the primary key is the table
 )
 """Which tokens hold each trigram: rows written as indexing creates tokens (see ``grams``)."""
+
+piece_blocks = Table(
+    "piece_blocks",
+    metadata,
+    Column(
+        "piece", BigInteger(), primary_key=True, autoincrement=False, comment="1 or 2 code points"
+    ),
+    Column("block", BigInteger(), primary_key=True, autoincrement=False, comment="first seq"),
+    Column(
+        "seqs",
+        LargeBinary(),
+        nullable=False,
+        comment="0 then a bitmap from block on, or a width (2, 4) then offsets from block",
+    ),
+    sqlite_with_rowid=False,  # read by piece: the primary key is the table
+)
+"""Which entries of each block row hold each piece of their tokens (see ``pieces``)."""
 
 
 words = Table(

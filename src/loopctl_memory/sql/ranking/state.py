@@ -3,9 +3,12 @@
 For each live entry, by seq (insertion order): ``half``, the binary32
 ``relevance * 0.5`` that starts its score (``-inf`` where no entry lives). For
 each query word, the entries that contain it come from the token index: the
-postings of the indexed blocks (:mod:`~loopctl_memory.sql.segments`) and the
+postings of the indexed blocks (:mod:`~loopctl_memory.sql.segments`) of the
+tokens that hold it (:mod:`~loopctl_memory.sql.grams`), or for a word of one
+or two code points its own rows (:mod:`~loopctl_memory.sql.pieces`), and the
 tail above them (:mod:`~loopctl_memory.sql.tail`); the tag bonus likewise from
-the tag postings.
+the tag postings. A new process reads the indexed entries' relevance and scope
+from their blocks' rows, then what the change log names since.
 
 Every retrieval first brings the copy up to the transaction's snapshot with
 one small query (the highest seq, the last change, the watermark) and then
@@ -27,7 +30,8 @@ memory only for the rankings it uses.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +45,8 @@ from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.grams import TokenFinder
 from loopctl_memory.sql.ranking.columns import FilterColumns
+from loopctl_memory.sql.ranking.indexed import read_indexed
+from loopctl_memory.sql.ranking.query_words import QueryWords
 from loopctl_memory.sql.ranking.vectors import VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import (
@@ -110,9 +116,7 @@ class RankingState:
         # The lowercase memory and tags of entries of small scopes, read when first ranked.
         self._texts: dict[int, tuple[str, tuple[str, ...]]] = {}
         self.tokens = TokenFinder()
-        # The current query's words: the entries kept of some, the tokens of the others.
-        self._query_kept: dict[str, npt.NDArray[Any]] = {}
-        self._query_tokens: dict[str, Ints] = {}
+        self._query: QueryWords | None = None  # the words of the query being ranked
         self.tag_values = Terms()
         self._tags_read = 0  # the highest tag value id read
         self.token_segments: list[Segment] = []
@@ -187,9 +191,9 @@ class RankingState:
 
     def _read_all(self, connection: Reader, top: int, change: int, mark: int) -> None:
         self.change = change
-        self._read_entries(connection, 0, top)
-        self.top = top
         self.mark = mark
+        self._read_columns(connection, top)
+        self.top = top
         self._read_rewritten(connection, _REWRITTEN, ())
         self._loaded = True
 
@@ -208,17 +212,18 @@ class RankingState:
             self._read_tag_values(connection)
         self._lexical = True
 
-    def look_up(self, connection: Reader, words: Iterable[str]) -> None:
-        """The tokens holding each query word, for :meth:`word_entries` (after :meth:`lexical`).
+    @contextmanager
+    def looking_up(self, connection: Reader, words: Iterable[str]) -> Iterator[None]:
+        """Around the ranking of a query's ``words`` (after :meth:`lexical`).
 
-        Words whose entries are kept need none: they are held for this query,
-        whatever the words looked up next make the budget drop.
+        Meanwhile :meth:`word_entries` finds them in ``connection``'s
+        transaction, a batch of words at a time.
         """
-        wanted = tuple(words)
-        self._query_kept = {word: self._kept[word] for word in wanted if word in self._kept}
-        self._query_tokens = self.tokens.look_up(
-            connection, [word for word in wanted if word not in self._query_kept]
-        )
+        self._query = QueryWords(connection, words, self.tokens, self.mark, self._kept)
+        try:
+            yield
+        finally:
+            self._query = None
 
     def relevance(self, connection: Reader) -> None:
         """Read every entry's relevance into ``half``, if not yet: the reference ranks by it.
@@ -229,19 +234,35 @@ class RankingState:
             return
         self._relevance = True
         with connection.backend.reading_once(connection):
-            self._read_entries(connection, 0, self.top)
+            self._read_columns(connection, self.top)
+
+    def _read_columns(self, connection: Reader, top: int) -> None:
+        """Read every entry through ``top``: which live, their scope, relevance.
+
+        The indexed ones come from their blocks' rows as indexing found them,
+        then those the change log names (through ``self.change``) from the
+        entries; the tail from the entries. A few rows and the log, not a row
+        an entry.
+        """
+        if not self.mark:
+            self._read_entries(connection, 0, top)
+            return
+        self._grow(top)
+        read_indexed(
+            connection,
+            self.half,
+            self.scope_of,
+            mark=self.mark,
+            change=self.change,
+            relevance=self._relevance,
+            scoped=self._scopes_read > 0,
+        )
+        self._read_entries(connection, self.mark, top)
 
     def _read_entries(self, connection: Reader, after: int, through: int) -> None:
         """Read the entries with ``after < seq <= through``: which live, their scope, relevance."""
+        self._grow(through)
         half, scope_of = self.half, self.scope_of
-        if len(half) <= through:
-            size = max(through + 1, 2 * len(half))
-            grown = np.full(size, -np.inf, np.float32)
-            grown[: len(half)] = half
-            self.half = half = grown
-            grown_scopes = np.full(size, -1, np.int64)
-            grown_scopes[: len(scope_of)] = scope_of
-            self.scope_of = scope_of = grown_scopes
         scoped = self._scopes_read > 0  # scopes other than the root exist
         if not scoped and not self._relevance and self._all_live(connection, after, through):
             half[after + 1 : through + 1] = 0.0
@@ -264,6 +285,18 @@ class RankingState:
             scope_of[seqs] = (
                 np.fromiter((row[-1] for row in rows), np.int64, len(rows)) if scoped else 0
             )
+
+    def _grow(self, through: int) -> None:
+        """Make room in ``half`` and ``scope_of`` for seqs up to ``through``."""
+        if len(self.half) > through:
+            return
+        size = max(through + 1, 2 * len(self.half))
+        grown = np.full(size, -np.inf, np.float32)
+        grown[: len(self.half)] = self.half
+        self.half = grown
+        grown_scopes = np.full(size, -1, np.int64)
+        grown_scopes[: len(self.scope_of)] = self.scope_of
+        self.scope_of = grown_scopes
 
     @staticmethod
     def _all_live(connection: Reader, after: int, through: int) -> bool:
@@ -462,19 +495,33 @@ class RankingState:
         word that took many postings to find is kept for the next queries,
         within the budget. The tail's entries come from :meth:`word_tail`.
         """
-        kept = self._query_kept.get(word)
+        query = self._query
+        if query is None:
+            raise RuntimeError("word_entries is only for a query being ranked (looking_up)")
+        kept = query.kept.get(word)
         if kept is not None:
             if word in self._kept:
                 self._kept.move_to_end(word)
             if kept.dtype == np.uint8:  # a mask, a bit an entry
                 return np.unpackbits(kept, count=self.mark + 1).view(np.bool_), True
             return kept, True
-        wanted = self._query_tokens[word]
+        size = self.top + 1
+        found: Seqs | Mask
+        held = query.entries_of(word)
+        if held is not None:  # distinct already
+            if len(held) * 16 < size or not self.tuning.word_cache_bytes:
+                return held, True
+            found = held
+            if len(held) * 4 >= size:
+                found = np.zeros(self.mark + 1, np.bool_)
+                found[held] = True
+            self._remember(word, found)
+            return found, True
+        wanted = query.tokens_of(word)
         runs = [segment.runs(wanted) for segment in self.token_segments]
-        postings, size = sum(part.postings for part in runs), self.top + 1
+        postings = sum(part.postings for part in runs)
         if postings * 16 < size or not self.tuning.word_cache_bytes:
             return self._gather(self.token_segments, runs), False
-        found: Seqs | Mask
         if postings * 4 >= size:
             found = np.zeros(self.mark + 1, np.bool_)
             for segment, part in zip(self.token_segments, runs, strict=True):

@@ -24,10 +24,8 @@ def best(scores: Scores, limit: int) -> list[tuple[int, float]]:
     size = len(scores)
     if not size:
         return []
-    if limit < size:
-        kth = scores[np.argpartition(scores, size - limit)[size - limit]]
-    else:
-        kth = scores.min()
+    # The values only (no index array): half the cost of an argpartition.
+    kth = np.partition(scores, size - limit)[size - limit] if limit < size else scores.min()
     above = np.flatnonzero(scores > kth)
     ties = np.flatnonzero(scores == kth)[: max(limit - len(above), 0)]
     chosen = np.concatenate((above, ties))

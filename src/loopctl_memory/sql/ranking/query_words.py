@@ -1,0 +1,69 @@
+"""Where one query's words are found: kept entries, a piece's rows, or the tokens holding them.
+
+A query may have thousands of words (a whole prompt passed as a query). Its
+words are looked up a batch at a time, as the ranking reaches them, so the
+token ids and trigram rows in memory at once stay bounded whatever its length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from loopctl_memory.sql import pieces
+from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.grams import TokenFinder
+
+Ints = npt.NDArray[np.int64]
+
+_WORDS_A_BATCH = 128
+
+
+class QueryWords:
+    """The words of one query being ranked in ``reader``'s transaction, through ``mark``."""
+
+    def __init__(
+        self,
+        reader: Reader,
+        words: Iterable[str],
+        finder: TokenFinder,
+        mark: int,
+        kept: Mapping[str, npt.NDArray[Any]],
+    ) -> None:
+        self._reader, self._finder, self._mark = reader, finder, mark
+        self._words = list(dict.fromkeys(words))
+        self._place = {word: n for n, word in enumerate(self._words)}
+        # Words whose entries the state keeps are held for this query, whatever the
+        # words looked up next make the state's budget drop.
+        self.kept = {word: kept[word] for word in self._words if word in kept}
+        self._tokens: dict[str, Ints] = {}
+        self._entries: dict[str, Ints] = {}
+
+    def entries_of(self, word: str) -> Ints | None:
+        """The indexed entries holding a word of one or two code points, ascending; else None."""
+        if len(word) > 2:
+            return None
+        if word not in self._entries:
+            self._look_up_from(word)
+        return self._entries[word]
+
+    def tokens_of(self, word: str) -> Ints:
+        """The ids of the tokens holding a word of three code points or more, ascending."""
+        if word not in self._tokens:
+            self._look_up_from(word)
+        return self._tokens[word]
+
+    def _look_up_from(self, word: str) -> None:
+        """Look up ``word`` and the next words of the query not yet known, forgetting the last."""
+        start = self._place.get(word)
+        batch = [word] if start is None else self._words[start : start + _WORDS_A_BATCH]
+        batch = [each for each in batch if each not in self.kept or each == word]
+        self._entries = {
+            each: pieces.entries_holding(self._reader, each, self._mark)
+            for each in batch
+            if len(each) <= 2
+        }
+        self._tokens = self._finder.look_up(self._reader, [each for each in batch if len(each) > 2])
