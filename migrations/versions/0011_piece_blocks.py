@@ -21,12 +21,17 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from loopctl_memory.sql.text import Utf8Text
+
 revision: str = "0011"
 down_revision: str | Sequence[str] | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _SEQS_PER_ROW = 10_000
+_ENTRIES = sa.table(
+    "entries", sa.column("seq", sa.BigInteger()), sa.column("memory_lower", Utf8Text())
+)
 _BITS = 21
 _ALONE = 0x110000
 # Unicode White_Space, which tokens are split on (Rust's str::split_whitespace).
@@ -70,11 +75,12 @@ def upgrade() -> None:
     for block in range(1, through + 1, _SEQS_PER_ROW):
         holders: dict[int, list[int]] = {}
         rows = bind.execute(
-            sa.text(
-                "SELECT seq, memory_lower FROM entries"
-                " WHERE seq >= :low AND seq <= :high ORDER BY seq"
-            ),
-            {"low": block, "high": min(block + _SEQS_PER_ROW - 1, through)},
+            sa.select(_ENTRIES.c.seq, _ENTRIES.c.memory_lower)
+            .where(
+                _ENTRIES.c.seq >= block,
+                _ENTRIES.c.seq <= min(block + _SEQS_PER_ROW - 1, through),
+            )
+            .order_by(_ENTRIES.c.seq)
         )
         for seq, memory_lower in rows:
             offset = int(seq) - block

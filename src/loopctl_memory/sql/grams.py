@@ -158,11 +158,16 @@ class TokenFinder:
         self._budget = budget
         self._found: OrderedDict[str, Ints] = OrderedDict()
         self._bytes = 0
+        # Trigram -> its tokens: words of one query (or of the next) share common trigrams.
+        self._lists: OrderedDict[int, Ints] = OrderedDict()
+        self._list_bytes = 0
 
     def forget(self) -> None:
         """Drop what was found: the vocabulary grew."""
         self._found.clear()
         self._bytes = 0
+        self._lists.clear()
+        self._list_bytes = 0
 
     def look_up(self, reader: Reader, words: Iterable[str]) -> dict[str, Ints]:
         """The ids of the tokens that contain each word (three code points or more), ascending.
@@ -204,17 +209,37 @@ class TokenFinder:
         for word in words:
             size = sum(counts.get(gram, 0) for gram in chosen[word])
             if group and held + size > _IDS_AT_ONCE:
-                found.update(_found_together(reader, {each: chosen[each] for each in group}))
+                found.update(self._found_together(reader, {each: chosen[each] for each in group}))
                 group, held = [], 0
             group.append(word)
             held += size
-        found.update(_found_together(reader, {each: chosen[each] for each in group}))
+        found.update(self._found_together(reader, {each: chosen[each] for each in group}))
         return found
 
+    def _found_together(self, reader: Reader, chosen: dict[str, list[int]]) -> dict[str, Ints]:
+        """The tokens holding each word, from the rows of its ``chosen`` trigrams (all held)."""
+        return _intersected(reader, chosen, self._gram_lists(reader, chosen))
 
-def _found_together(reader: Reader, chosen: dict[str, list[int]]) -> dict[str, Ints]:
-    """The tokens holding each word, from the rows of its ``chosen`` trigrams (all held)."""
-    lists = _lists(reader, {gram for grams in chosen.values() for gram in grams})
+    def _gram_lists(self, reader: Reader, chosen: dict[str, list[int]]) -> dict[int, Ints]:
+        """The tokens holding each trigram ``chosen`` names: kept ones, then the rest read."""
+        wanted = {gram for grams in chosen.values() for gram in grams}
+        lists = {gram: self._lists[gram] for gram in wanted if gram in self._lists}
+        for gram in lists:
+            self._lists.move_to_end(gram)
+        for gram, ids in _lists(reader, wanted - lists.keys()).items():
+            lists[gram] = kept = ids.copy()  # not a view of every row read with it
+            self._lists[gram] = kept
+            self._list_bytes += kept.nbytes
+        while self._list_bytes > self._budget // 2 and self._lists:
+            _, dropped = self._lists.popitem(last=False)
+            self._list_bytes -= dropped.nbytes
+        return lists
+
+
+def _intersected(
+    reader: Reader, chosen: dict[str, list[int]], lists: dict[int, Ints]
+) -> dict[str, Ints]:
+    """The tokens holding each word: those of all its ``chosen`` trigrams, then checked."""
     candidates: dict[str, Ints] = {}
     for word, grams in chosen.items():
         held = [lists.get(gram, _NONE) for gram in grams]
