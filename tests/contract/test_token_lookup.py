@@ -152,40 +152,27 @@ async def test_a_process_that_looked_words_up_sees_tokens_another_indexed(backen
 
 
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
-async def test_a_database_upgraded_to_0009_finds_the_tokens_it_held(backend, tmp_path):
+@pytest.mark.parametrize(
+    ("before", "rows"),
+    [("0008", "trigram rows"), ("0010", "piece rows")],
+)
+async def test_a_database_upgraded_finds_the_words_it_held(backend, before, rows, tmp_path):
+    """0009 writes the trigram rows of the tokens held, 0011 the pieces of the entries held."""
+    read_rows = _decoded_rows if rows == "trigram rows" else _piece_holders
     path = await shared_target(backend, tmp_path)
-    rng = random.Random(9)
+    rng = random.Random(int(before))
     reference = InMemoryStore()
     batch = _entries(rng, 120)
     async with open_store(path, tuning=Tuning(tail_limit=30)) as store:
         await store.store_many(batch)
         await reference.store_many(batch)
         async with store.engine.connect() as connection:
-            written = await connection.run_sync(_decoded_rows)
+            written = await connection.run_sync(read_rows)
         async with store.engine.connect() as connection:
-            assert "0008" == await connection.run_sync(migrate.upgrade_to, "0008")
+            assert before == await connection.run_sync(migrate.upgrade_to, before)
     async with open_store(path, migrate=True, tuning=Tuning(tail_limit=30)) as upgraded:
         async with upgraded.engine.connect() as connection:
-            assert written == await connection.run_sync(_decoded_rows)
-        await _same(upgraded, reference, _queries(rng, [e.memory for e in batch]))
-
-
-@pytest.mark.parametrize("backend", SHARED_BACKENDS)
-async def test_a_database_upgraded_to_0011_finds_the_short_words_it_held(backend, tmp_path):
-    path = await shared_target(backend, tmp_path)
-    rng = random.Random(11)
-    reference = InMemoryStore()
-    batch = _entries(rng, 120)
-    async with open_store(path, tuning=Tuning(tail_limit=30)) as store:
-        await store.store_many(batch)
-        await reference.store_many(batch)
-        async with store.engine.connect() as connection:
-            written = await connection.run_sync(_piece_holders)
-        async with store.engine.connect() as connection:
-            assert "0010" == await connection.run_sync(migrate.upgrade_to, "0010")
-    async with open_store(path, migrate=True, tuning=Tuning(tail_limit=30)) as upgraded:
-        async with upgraded.engine.connect() as connection:
-            assert written == await connection.run_sync(_piece_holders)
+            assert written == await connection.run_sync(read_rows)
         memories = [e.memory for e in batch]
         short = [_piece(rng, memories)[:size] for size in (1, 2) for _ in range(30)]
         await _same(upgraded, reference, [*short, *_queries(rng, memories)])
