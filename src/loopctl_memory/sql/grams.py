@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection
 
-from loopctl_memory.sql.arrays import run_positions
+from loopctl_memory.sql.arrays import distinct, run_positions
 from loopctl_memory.sql.backend import Reader, backend_of
 
 Ints = npt.NDArray[np.int64]
@@ -296,8 +296,8 @@ def _checked(reader: Reader, candidates: dict[str, Ints]) -> dict[str, Ints]:
     long = {word: ids for word, ids in candidates.items() if len(word) > 3 and len(ids)}
     if not long:
         return candidates
-    every = np.sort(np.concatenate(list(long.values())))
-    every = every[np.concatenate(([True], every[1:] != every[:-1]))]
+    joined = np.concatenate(list(long.values()))
+    every = distinct(joined, int(joined.max()) + 1)
     firsts = every[::_PER_STATEMENT]
     # For each chunk of ids: the words with candidates in it, and where they lie.
     by_chunk: list[list[tuple[str, int, int]]] = [[] for _ in firsts]

@@ -157,24 +157,6 @@ def load_segment(
     return Segment(term_ids, starts, seqs, tallies)
 
 
-def distinct(seqs: Seqs, size: int) -> Seqs:
-    """The distinct ``seqs`` (all below ``size``), ascending.
-
-    Sorted when few, through a mask over every seq when many: numpy's own
-    ``unique`` hashes, several times slower than either here.
-    """
-    if len(seqs) * 32 < size:
-        ordered = np.sort(seqs)
-        keep = np.empty(len(ordered), np.bool_)
-        keep[:1] = True
-        np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-        kept: Seqs = ordered[keep]
-        return kept
-    mask = np.zeros(size, np.bool_)
-    mask[seqs] = True
-    return np.flatnonzero(mask).astype(seqs.dtype)
-
-
 def seq_type(highest: int) -> type[np.signedinteger[Any]]:
     """The smallest integer type for seqs up to ``highest``."""
     return np.int32 if highest < 2**31 else np.int64

@@ -17,11 +17,12 @@ import numpy.typing as npt
 from loopctl_memory import bm25
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.scopes import Scope
+from loopctl_memory.sql.arrays import distinct
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking.state import Mask, Members, RankingState
 from loopctl_memory.sql.ranking.topk import best
 from loopctl_memory.sql.ranking.words import WordIndex
-from loopctl_memory.sql.segments import Ints, distinct
+from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
 

@@ -60,7 +60,7 @@ class QueryWords:
         """Look up ``word`` and the next words of the query not yet known, forgetting the last."""
         start = self._place.get(word)
         batch = [word] if start is None else self._words[start : start + _WORDS_A_BATCH]
-        batch = [each for each in batch if each not in self.kept or each == word]
+        batch = [each for each in batch if each not in self.kept]  # never ``word``: see kept
         self._entries = {
             each: pieces.entries_holding(self._reader, each, self._mark)
             for each in batch

@@ -42,6 +42,7 @@ from loopctl_memory.binary32 import SCORE_RELEVANCE_WEIGHT
 from loopctl_memory.errors import EmbedderError
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
+from loopctl_memory.sql.arrays import distinct
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.grams import TokenFinder
 from loopctl_memory.sql.ranking.columns import FilterColumns
@@ -54,7 +55,6 @@ from loopctl_memory.sql.segments import (
     Runs,
     Segment,
     Seqs,
-    distinct,
     load_segment,
     seq_type,
 )
