@@ -123,6 +123,8 @@ async def test_a_reader_sees_every_kind_of_write_by_another_store(backend, seed,
                 await reader.store(entry)
                 await reference.store(entry)
             await _same_answers(reader, reference, rng)
+            async with open_store(target, tuning=tuning) as fresh:  # a new process
+                await _same_answers(fresh, reference, rng)
 
 
 _CHILD = textwrap.dedent(
@@ -194,7 +196,12 @@ def _aged(rng: random.Random) -> MemoryEntry:
 async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
     backend, seed, tmp_path
 ):
-    """Rewritten, merged and decayed entries rank as the reference's, in a scope too."""
+    """Rewritten, removed, merged and decayed entries rank as the reference's, in a scope too.
+
+    Both in the reader, which keeps its copy current, and in a new process after
+    each write, which reads the indexed entries' relevance and scope from their
+    blocks' rows and what changed since from the change log.
+    """
     rng = random.Random(seed)
     target = await shared_target(backend, tmp_path)
     tuning = Tuning(
@@ -218,13 +225,17 @@ async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
                 await writer.store_many(batch)
                 await reference.store_many(batch)
                 await elsewhere.store_many([_aged(rng) for _ in range(rng.randint(0, 10))])
-            elif action < 0.7:
+            elif action < 0.6:
                 stored = [entry async for entry in writer.iter_entries()]
                 for entry in rng.sample(stored, min(len(stored), rng.randint(1, 6))):
                     changes = _changes(rng)
                     assert await reference.update(entry.id, **changes) == await writer.update(
                         entry.id, **changes
                     )
+            elif action < 0.7:
+                stored = [entry async for entry in writer.iter_entries()]
+                for entry in rng.sample(stored, min(len(stored), rng.randint(1, 5))):
+                    assert await writer.delete(entry.id) == await reference.delete(entry.id)
             elif action < 0.85:
                 config = ConsolidationConfig.full()
                 assert await reference.consolidate(config) == await writer.consolidate(config)
@@ -235,41 +246,9 @@ async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
                 e async for e in writer.iter_entries()
             ]
             await _same_answers(reader, reference, rng)
-
-
-@pytest.mark.parametrize("backend", SHARED_BACKENDS)
-@pytest.mark.parametrize("seed", [6, 7])
-async def test_a_new_process_ranks_what_every_kind_of_write_left(backend, seed, tmp_path):
-    """A new process reads the indexed entries' relevance and scope from their blocks' rows
-    and what changed since (updates, deletions, merges, decay) from the change log."""
-    rng = random.Random(seed)
-    target = await shared_target(backend, tmp_path)
-    tuning = Tuning(tail_limit=rng.choice([3, 20]), small_scope=0)
-    reference = InMemoryStore(clock=lambda: NOW)
-    async with open_store(target, tuning=tuning, clock=lambda: NOW) as writing:
-        writer, elsewhere = writing.scope("team/a"), writing.scope("team/b")
-        for _ in range(12):
-            action = rng.random()
-            if action < 0.4:
-                batch = [_aged(rng) for _ in range(rng.randint(1, 30))]
-                await writer.store_many(batch)
-                await reference.store_many(batch)
-                await elsewhere.store_many([_aged(rng) for _ in range(rng.randint(0, 10))])
-            elif action < 0.6:
-                stored = [entry async for entry in writer.iter_entries()]
-                for entry in rng.sample(stored, min(len(stored), rng.randint(1, 6))):
-                    changes = _changes(rng)
-                    assert await reference.update(entry.id, **changes) == await writer.update(
-                        entry.id, **changes
-                    )
-            elif action < 0.75:
-                stored = [entry async for entry in writer.iter_entries()]
-                for entry in rng.sample(stored, min(len(stored), rng.randint(1, 5))):
-                    assert await writer.delete(entry.id) == await reference.delete(entry.id)
-            else:
-                config = ConsolidationConfig.full()
-                assert await reference.consolidate(config) == await writer.consolidate(config)
-            async with open_store(target, tuning=tuning, clock=lambda: NOW) as fresh:
+            # A scope of a new process ranked from the postings, not from its texts.
+            fresh_tuning = Tuning(small_scope=0)
+            async with open_store(target, tuning=fresh_tuning, clock=lambda: NOW) as fresh:
                 await _same_answers(fresh.scope("team/a"), reference, rng)
 
 
