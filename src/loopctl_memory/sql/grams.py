@@ -44,8 +44,8 @@ _BITS = 21  # a code point: at most 0x10FFFF
 _END = 0x110000  # above every code point: the marks after each token
 _GRAMS_TO_INTERSECT = 3  # a long word's rarest trigrams read
 _PER_STATEMENT = 10_000  # bound parameters, under SQLite's limit
-_FOUND_BYTES = 32 * 2**20  # token ids a process keeps of the words it looked up
-_IDS_AT_ONCE = 2_000_000  # token ids of trigram rows read together, a few times their bytes
+_FOUND_BYTES = 16 * 2**20  # token ids a process keeps of the words it looked up
+_IDS_AT_ONCE = 1_000_000  # token ids of trigram rows read together, a few times their bytes
 _INSERT = "INSERT INTO token_grams (gram, first_id, count, ids) VALUES (?, ?, ?, ?)"
 
 
@@ -156,10 +156,10 @@ class TokenFinder:
 
     def __init__(self, budget: int = _FOUND_BYTES) -> None:
         self._budget = budget
-        self._found: OrderedDict[str, Ints] = OrderedDict()
+        self._found: OrderedDict[str, npt.NDArray[np.signedinteger[Any]]] = OrderedDict()
         self._bytes = 0
         # Trigram -> its tokens: words of one query (or of the next) share common trigrams.
-        self._lists: OrderedDict[int, Ints] = OrderedDict()
+        self._lists: OrderedDict[int, npt.NDArray[np.signedinteger[Any]]] = OrderedDict()
         self._list_bytes = 0
 
     def forget(self) -> None:
@@ -175,7 +175,7 @@ class TokenFinder:
         What is not yet known is read for the whole batch at once.
         """
         wanted = list(dict.fromkeys(words))
-        found = {word: self._found[word] for word in wanted if word in self._found}
+        found = {word: self._found[word].astype(np.int64) for word in wanted if word in self._found}
         for word in found:
             self._found.move_to_end(word)
         missing = [word for word in wanted if word not in found]
@@ -186,10 +186,9 @@ class TokenFinder:
         return found
 
     def _keep(self, word: str, ids: Ints) -> None:
-        if ids.base is not None:  # a view would keep a whole batch's rows alive
-            ids = ids.copy()
-        self._found[word] = ids
-        self._bytes += ids.nbytes
+        kept = _narrow(ids)
+        self._found[word] = kept
+        self._bytes += kept.nbytes
         while self._bytes > self._budget and self._found:
             _, dropped = self._found.popitem(last=False)
             self._bytes -= dropped.nbytes
@@ -223,17 +222,28 @@ class TokenFinder:
     def _gram_lists(self, reader: Reader, chosen: dict[str, list[int]]) -> dict[int, Ints]:
         """The tokens holding each trigram ``chosen`` names: kept ones, then the rest read."""
         wanted = {gram for grams in chosen.values() for gram in grams}
-        lists = {gram: self._lists[gram] for gram in wanted if gram in self._lists}
+        lists = {gram: self._lists[gram].astype(np.int64) for gram in wanted if gram in self._lists}
         for gram in lists:
             self._lists.move_to_end(gram)
         for gram, ids in _lists(reader, wanted - lists.keys()).items():
-            lists[gram] = kept = ids.copy()  # not a view of every row read with it
-            self._lists[gram] = kept
+            lists[gram] = ids
+            self._lists[gram] = kept = _narrow(ids)
             self._list_bytes += kept.nbytes
         while self._list_bytes > self._budget // 2 and self._lists:
             _, dropped = self._lists.popitem(last=False)
             self._list_bytes -= dropped.nbytes
         return lists
+
+
+def _narrow(ids: Ints) -> npt.NDArray[np.signedinteger[Any]]:
+    """A copy of ``ids`` to keep: int32 while they fit (half the memory), never a view.
+
+    A view would keep a whole batch's rows alive.
+    """
+    narrowed: npt.NDArray[np.signedinteger[Any]] = ids.astype(
+        np.int32 if not len(ids) or int(ids[-1]) < 2**31 else np.int64
+    )
+    return narrowed
 
 
 def _intersected(

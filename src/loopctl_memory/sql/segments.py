@@ -20,6 +20,8 @@ from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.index import TermTables
 
 Ints = npt.NDArray[np.int64]
+Narrow = npt.NDArray[np.signedinteger[Any]]
+"""int32 while every value fits (half the memory), else int64."""
 Counts = npt.NDArray[np.uint8] | npt.NDArray[np.int32]
 Seqs = npt.NDArray[np.signedinteger[Any]]
 """int32 while every seq fits (half the memory), else int64."""
@@ -33,8 +35,8 @@ _BLOCKS_PER_FETCH = 4  # a row holds a whole block's postings (about tail_limit 
 class Runs:
     """Runs of a segment's ``seqs``: their starts and lengths."""
 
-    first: Ints
-    lengths: Ints
+    first: Narrow
+    lengths: Narrow
 
     @property
     def postings(self) -> int:
@@ -46,8 +48,8 @@ class Runs:
 class Segment:
     """The postings of some consecutive blocks, by term."""
 
-    term_ids: Ints  # the terms with postings here, ascending
-    starts: Ints  # term i's seqs are seqs[starts[i]:starts[i + 1]]
+    term_ids: Narrow  # the terms with postings here, ascending
+    starts: Narrow  # term i's seqs are seqs[starts[i]:starts[i + 1]]
     seqs: Seqs
     counts: Counts | None = None  # of a counted vocabulary: each posting's count
 
@@ -66,6 +68,11 @@ class Segment:
         found through a mask of the wanted ids, one pass over the segment's
         terms, instead of a binary search each.
         """
+        # In the segment's own width (a cast of the segment's arrays would cost each
+        # call their size): ids above its highest hold nothing here.
+        held_ids = self.term_ids
+        if len(held_ids) and len(term_ids):
+            term_ids = term_ids[term_ids <= held_ids[-1]].astype(held_ids.dtype)
         if len(term_ids) * 16 > len(self.term_ids) and len(term_ids):
             highest = int(term_ids.max())
             wanted_mask = np.zeros(highest + 1, np.bool_)
@@ -125,10 +132,11 @@ def load_segment(
                 grown[: len(by_id)] = by_id
                 by_id = grown
             by_id[ids] += np.frombuffer(lengths, "<i8")
-    term_ids = np.flatnonzero(by_id)
-    place = np.zeros(len(by_id), np.int64)  # where each term id is in term_ids
+    term_ids = np.flatnonzero(by_id).astype(seq_type(len(by_id)))
+    place = np.zeros(len(by_id), seq_type(len(term_ids)))  # where each term id is in term_ids
     place[term_ids] = np.arange(len(term_ids))
-    starts = np.concatenate(([0], np.cumsum(by_id[term_ids]))).astype(np.int64)
+    starts = np.cumsum(by_id[term_ids])
+    starts = np.concatenate(([0], starts)).astype(seq_type(int(starts[-1]) if len(starts) else 0))
     del by_id
     cursor = starts[:-1].copy()
     seqs: Seqs = np.empty(int(starts[-1]), seq_type(through))
@@ -158,5 +166,5 @@ def load_segment(
 
 
 def seq_type(highest: int) -> type[np.signedinteger[Any]]:
-    """The smallest integer type for seqs up to ``highest``."""
+    """The smallest integer type for seqs (or term ids, or positions) up to ``highest``."""
     return np.int32 if highest < 2**31 else np.int64
