@@ -27,6 +27,7 @@ the second code point, or with 0x110000 (no code point) for a piece of one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +37,7 @@ from loopctl_memory.binary32 import WHITE_SPACE
 from loopctl_memory.sql.backend import Reader, backend_of
 
 Ints = npt.NDArray[np.int64]
+Narrow = npt.NDArray[np.integer[Any]]
 
 _BITS = 21
 _ALONE = 0x110000  # above every code point: the second half of a one-code-point piece
@@ -70,10 +72,12 @@ def text_pieces(texts: Sequence[tuple[int, str]]) -> tuple[Ints, Ints]:
     if not texts:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     offsets, slots, codes = _occurrences(texts, texts[0][0])
-    return offsets + texts[0][0], codes[slots]
+    return offsets.astype(np.int64) + texts[0][0], codes[slots]
 
 
-def _occurrences(texts: Sequence[tuple[int, str]], block: int) -> tuple[Ints, Ints, Ints]:
+def _occurrences(
+    texts: Sequence[tuple[int, str]], block: int
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint32], Ints]:
     """Each piece occurrence's offset from ``block`` and slot, and the piece of each slot.
 
     A piece of ASCII code points has its slot by arithmetic (its first code
@@ -90,12 +94,13 @@ def _occurrences(texts: Sequence[tuple[int, str]], block: int) -> tuple[Ints, In
     # Offsets from the block in int32: a block row holds at most 2^31 seqs.
     offset_of = np.repeat((np.array(seqs, np.int64) - block).astype(np.int32), lengths)
     # A slot a piece (in uint32: 0x10FFFF * 129 + 0x10FFFF fits): right for ASCII only.
+    # Narrow types throughout: these arrays hold every code point of the block, twice.
     slots = np.concatenate(
         (
-            raw[inside] * np.uint32(_ASCII + 1) + _ASCII,
+            raw[inside] * np.uint32(_ASCII + 1) + np.uint32(_ASCII),
             (raw[:-1] * np.uint32(_ASCII + 1) + raw[1:])[paired],
         )
-    ).astype(np.int64)
+    )
     codes = _ASCII_CODES
     if len(raw) and int(raw.max()) >= _ASCII:
         odd = np.concatenate((raw >= _ASCII, (raw[:-1] >= _ASCII) | (raw[1:] >= _ASCII)))
@@ -107,7 +112,7 @@ def _occurrences(texts: Sequence[tuple[int, str]], block: int) -> tuple[Ints, In
         others, inverse = np.unique(every[odd], return_inverse=True)
         slots[odd] = _ASCII_SLOTS + inverse
         codes = np.concatenate((codes, others))
-    offsets = np.concatenate((offset_of[inside], offset_of[:-1][paired])).astype(np.int64)
+    offsets = np.concatenate((offset_of[inside], offset_of[:-1][paired]))
     return offsets, slots, codes
 
 
@@ -139,7 +144,9 @@ def add_pieces(
     connection.exec_driver_sql(backend_of(connection).sql(_INSERT), values)
 
 
-def _row_values(codes: Ints, slots: Ints, offsets: Ints, row: int) -> list[tuple[int, int, bytes]]:
+def _row_values(
+    codes: Ints, slots: Narrow, offsets: Narrow, row: int
+) -> list[tuple[int, int, bytes]]:
     """The rows of one block row: which offsets hold the piece of each slot (repeats allowed)."""
     span = int(offsets.max()) + 1
     values = []
@@ -151,11 +158,12 @@ def _row_values(codes: Ints, slots: Ints, offsets: Ints, row: int) -> list[tuple
     for low in range(0, len(held), step):
         chosen = held[low : low + step]
         cells = np.zeros((len(chosen), span), np.bool_)
+        flat = cells.reshape(-1)  # one index a cell: faster than a pair of indexes
         if len(chosen) == len(held):
-            cells[places, offsets] = True
+            flat[places * span + offsets] = True
         else:
             inside = (places >= low) & (places < low + step)
-            cells[places[inside] - low, offsets[inside]] = True
+            flat[(places[inside] - low) * span + offsets[inside]] = True
         totals = cells.sum(axis=1)
         bitmaps = np.packbits(cells, axis=1, bitorder="little")
         values += [
