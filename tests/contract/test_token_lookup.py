@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, migrate, open_store
 from loopctl_memory.scoring import split_whitespace
@@ -191,12 +191,15 @@ def _piece_holders(connection) -> set[tuple[int, int]]:
 
 def _decoded_rows(connection) -> dict[int, list[int]]:
     """Trigram -> the token ids of its rows, in order (however the rows are cut)."""
-    held: dict[int, list[int]] = {}
-    for gram, first, packed in connection.execute(
+    rows = connection.execute(
         text("SELECT gram, first_id, ids FROM token_grams ORDER BY gram, first_id")
-    ):
-        ids, _ = grams._decoded([(int(first), bytes(packed))])
-        held.setdefault(int(gram), []).extend(ids.tolist())
+    ).all()
+    # Every row decoded in one call, as a lookup does: rows of every width side by side.
+    ids, counts = grams._decoded([(int(first), bytes(packed)) for _, first, packed in rows])
+    held: dict[int, list[int]] = {}
+    ends = np.cumsum(counts).tolist()
+    for (gram, _, _), low, high in zip(rows, [0, *ends[:-1]], ends, strict=True):
+        held.setdefault(int(gram), []).extend(ids[low:high].tolist())
     return held
 
 
@@ -211,6 +214,36 @@ def test_each_token_is_indexed_under_exactly_its_trigrams(tokens):
         for n in range(len(token)):
             expected.add(((padded[n] << 42) | (padded[n + 1] << 21) | padded[n + 2], number))
     assert sorted(expected) == list(zip(found.tolist(), holders.tolist(), strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.text(alphabet="abcé", min_size=1, max_size=5), st.integers(1, 100_000)),
+        min_size=1,
+        max_size=40,
+        unique_by=lambda pair: pair[0],
+    ),
+    st.integers(0, 40),
+)
+def test_trigram_rows_of_any_id_gaps_read_back_as_their_tokens(pairs, cut):
+    """Gaps of 1, 2 and 4 bytes, rows of every width decoded together, a trigram in two rows."""
+    ids = np.cumsum([gap for _, gap in pairs]).astype(np.int64)
+    created = {token: int(number) for (token, _), number in zip(pairs, ids, strict=True)}
+    engine = create_engine("sqlite://")
+    with engine.begin() as connection:
+        connection.exec_driver_sql(
+            "CREATE TABLE token_grams (gram INTEGER, first_id INTEGER, count INTEGER, ids BLOB)"
+        )
+        ordered = list(created.items())
+        grams.add_tokens(connection, dict(ordered[:cut]))  # two indexings: two rows a trigram
+        grams.add_tokens(connection, dict(ordered[cut:]))
+        held = _decoded_rows(connection)
+    found, holders = grams.token_trigrams(ids, [token for token, _ in pairs])
+    expected: dict[int, list[int]] = {}
+    for gram, number in zip(found.tolist(), holders.tolist(), strict=True):
+        expected.setdefault(gram, []).append(number)
+    assert held == expected
 
 
 @settings(max_examples=200, deadline=None)
