@@ -15,14 +15,38 @@ import numpy.typing as npt
 Scores = npt.NDArray[np.floating[Any]]
 
 
+_BLOCK = 1_024  # scores a block of the first pass
+
+
 def best(scores: Scores, limit: int) -> list[tuple[int, float]]:
     """The ``limit`` best finite scores and their indices, by (score desc, index asc).
 
-    A partition finds the ``limit``-th score; the entries above it and the
-    first that tie it, in index order, are sorted exactly.
+    Scores come by the million, mostly far below the best: a first pass takes
+    each block's highest score, and the ``limit``-th highest of those is a
+    floor that at least ``limit`` scores reach (each from a block of its own),
+    so every score of the answer is among those at or above it. Of those, a
+    partition finds the ``limit``-th score; the entries above it and the first
+    that tie it, in index order, are sorted exactly.
     """
     size = len(scores)
-    if not size:
+    if limit < 1 or size <= limit or size < 4 * _BLOCK:
+        return _best_of(scores, limit)
+    whole = size - size % _BLOCK
+    highest = scores[:whole].reshape(-1, _BLOCK).max(axis=1)
+    if whole < size:
+        highest = np.append(highest, scores[whole:].max())
+    if limit >= len(highest):
+        return _best_of(scores, limit)
+    floor = np.partition(highest, len(highest) - limit)[len(highest) - limit]
+    if np.isnan(floor):  # no order to rely on: the plain path
+        return _best_of(scores, limit)
+    reaching = np.flatnonzero(scores >= floor)  # ascending: ties keep their order
+    return [(int(reaching[n]), score) for n, score in _best_of(scores[reaching], limit)]
+
+
+def _best_of(scores: Scores, limit: int) -> list[tuple[int, float]]:
+    size = len(scores)
+    if not size or limit < 1:
         return []
     # The values only (no index array): half the cost of an argpartition.
     kth = np.partition(scores, size - limit)[size - limit] if limit < size else scores.min()
