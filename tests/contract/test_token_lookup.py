@@ -281,6 +281,23 @@ def test_a_block_rows_pieces_read_back_as_the_entries_holding_them(pairs, block)
         for code, row, packed in rows:
             assert row == block
             assert pieces.decoded(row, packed).tolist() == sorted(expected[code])
+    # A piece's rows of several block rows, of any forms, decoded together as a lookup does:
+    # the same rows again at two later block rows, the second holding only the first half.
+    later = block + 200_001
+    half = len(pairs) // 2
+    again = pieces._row_values(distinct, held, offsets, later)
+    if half:
+        again += pieces._row_values(distinct, held[:half], offsets[:half], later + 200_001)
+    for code, seqs in expected.items():
+        chosen = [(row, packed) for each, row, packed in rows + again if each == code]
+        union = seqs | {later + seq - block for seq in seqs}
+        union |= {
+            later + 200_001 + int(offsets[n]) for n in range(half) if distinct[held[n]] == code
+        }
+        found = pieces.decoded_rows(
+            np.array([row for row, _ in chosen], np.int64), [packed for _, packed in chosen]
+        )
+        assert found.tolist() == sorted(union)
 
 
 @pytest.mark.parametrize("one_by_one", [True, False])

@@ -54,6 +54,7 @@ _ASCII_CODES = (_SLOTS // (_ASCII + 1) << _BITS) | np.where(
 )
 _CELLS_AT_ONCE = 32 * 2**20  # (piece, entry) cells one pass of a block's pieces marks
 _INSERT = "INSERT INTO piece_blocks (piece, block, seqs) VALUES (?, ?, ?)"
+_SET_BITS = np.array([bin(byte).count("1") for byte in range(256)], np.int64)
 
 
 def piece_code(word: str) -> int:
@@ -199,7 +200,37 @@ def entries_holding(reader: Reader, word: str, through: int) -> Ints:
         "SELECT block, seqs FROM piece_blocks WHERE piece = ? AND block <= ? ORDER BY block",
         (piece_code(word), through),
     )
-    parts = [decoded(int(block), bytes(packed)) for block, packed in rows]
+    return decoded_rows(
+        np.fromiter((int(block) for block, _ in rows), np.int64, len(rows)),
+        [bytes(packed) for _, packed in rows],
+    )
+
+
+def decoded_rows(blocks: Ints, rows: list[bytes]) -> Ints:
+    """The seqs the rows name (``rows[n]`` of block row ``blocks[n]``, ascending), ascending.
+
+    Every row of a form at once: a common piece has a row in every block row.
+    """
+    forms = np.fromiter((packed[0] for packed in rows), np.uint8, len(rows))
+    parts: list[Ints] = []
+    for form in np.unique(forms).tolist():
+        chosen = np.flatnonzero(forms == form)
+        joined = np.frombuffer(b"".join(rows[n][1:] for n in chosen.tolist()), np.uint8)
+        sizes = np.fromiter((len(rows[n]) - 1 for n in chosen.tolist()), np.int64, len(chosen))
+        if form == _BITMAP:
+            # Each row's set bits, counted by byte: a row's offsets then start at its block.
+            running = np.concatenate(([0], np.cumsum(_SET_BITS[joined])))
+            ends = np.cumsum(sizes)
+            counts = running[ends] - running[ends - sizes]
+            found = np.flatnonzero(np.unpackbits(joined, bitorder="little"))
+            firsts = blocks[chosen] - 8 * (ends - sizes)
+        else:
+            counts = sizes // form
+            found = np.frombuffer(joined, f"<u{form}").astype(np.int64)
+            firsts = blocks[chosen]
+        parts.append(found + np.repeat(firsts, counts))
     if not parts:
         return np.empty(0, np.int64)
-    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+    if len(parts) == 1:
+        return parts[0]
+    return np.sort(np.concatenate(parts))  # each row's seqs lie in its block row: no repeats
