@@ -1,8 +1,9 @@
 """Where one query's words are found: kept entries, a piece's rows, or the tokens holding them.
 
 A query may have thousands of words (a whole prompt passed as a query). Its
-words are looked up a batch at a time, as the ranking reaches them, so the
-token ids and trigram rows in memory at once stay bounded whatever its length.
+words of three code points or more are looked up a batch at a time, as the
+ranking reaches them, so the token ids and trigram rows in memory at once stay
+bounded whatever its length; a shorter word's entries are read when it is reached.
 """
 
 from __future__ import annotations
@@ -40,15 +41,16 @@ class QueryWords:
         # words looked up next make the state's budget drop.
         self.kept = {word: kept[word] for word in self._words if word in kept}
         self._tokens: dict[str, Ints] = {}
-        self._entries: dict[str, Ints] = {}
 
     def entries_of(self, word: str) -> Ints | None:
-        """The indexed entries holding a word of one or two code points, ascending; else None."""
+        """The indexed entries holding a word of one or two code points, ascending; else None.
+
+        Read when asked, one word at a time: a piece is one statement however it
+        is batched, and the entries of a common one are a few MB each.
+        """
         if len(word) > 2:
             return None
-        if word not in self._entries:
-            self._look_up_from(word)
-        return self._entries[word]
+        return pieces.entries_holding(self._reader, word, self._mark)
 
     def tokens_of(self, word: str) -> Ints:
         """The ids of the tokens holding a word of three code points or more, ascending."""
@@ -57,13 +59,9 @@ class QueryWords:
         return self._tokens[word]
 
     def _look_up_from(self, word: str) -> None:
-        """Look up ``word`` and the next words of the query not yet known, forgetting the last."""
+        """Look up ``word`` and the next long words of the query not yet known; forget the last."""
         start = self._place.get(word)
         batch = [word] if start is None else self._words[start : start + _WORDS_A_BATCH]
-        batch = [each for each in batch if each not in self.kept]  # never ``word``: see kept
-        self._entries = {
-            each: pieces.entries_holding(self._reader, each, self._mark)
-            for each in batch
-            if len(each) <= 2
-        }
-        self._tokens = self._finder.look_up(self._reader, [each for each in batch if len(each) > 2])
+        # Never drops ``word``: see kept.
+        batch = [each for each in batch if len(each) > 2 and each not in self.kept]
+        self._tokens = self._finder.look_up(self._reader, batch)
