@@ -300,6 +300,19 @@ def test_a_block_rows_pieces_read_back_as_the_entries_holding_them(pairs, block)
         assert found.tolist() == sorted(union)
 
 
+def test_a_common_pieces_mask_holds_block_rows_narrower_than_a_byte():
+    """Rows of three entries: each bitmap's byte reaches into the next row, in any order."""
+    distinct = np.array([7], np.int64)
+    rows = []
+    for block in (1, 4, 7):  # the first and third entry of each block row hold the piece
+        rows += pieces._row_values(distinct, np.zeros(2, np.int64), np.array([0, 2]), block)
+    assert all(packed[0] == 0 for _, _, packed in rows)  # bitmaps
+    for ordered in (rows, rows[::-1]):
+        mask = pieces._marked([row for _, row, _ in ordered], [each for _, _, each in ordered], 9)
+        assert len(mask) == 10
+        assert np.flatnonzero(mask).tolist() == [1, 3, 4, 6, 7, 9]
+
+
 @pytest.mark.parametrize("one_by_one", [True, False])
 async def test_a_giant_memory_is_indexed_by_its_own_write(one_by_one, tmp_path):
     rng = random.Random(65)

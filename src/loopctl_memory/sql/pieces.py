@@ -38,6 +38,7 @@ from loopctl_memory.sql.backend import Reader, backend_of
 
 Ints = npt.NDArray[np.int64]
 Narrow = npt.NDArray[np.integer[Any]]
+Mask = npt.NDArray[np.bool_]
 
 _BITS = 21
 _ALONE = 0x110000  # above every code point: the second half of a one-code-point piece
@@ -191,19 +192,37 @@ def decoded(block: int, packed: bytes) -> Ints:
     return np.frombuffer(packed, f"<u{packed[0]}", offset=1).astype(np.int64) + block
 
 
-def entries_holding(reader: Reader, word: str, through: int) -> Ints:
-    """The seqs of the indexed entries (``seq <= through``) whose tokens hold ``word``, ascending.
+def entries_holding(reader: Reader, word: str, through: int) -> Ints | Mask:
+    """The indexed entries (``seq <= through``) whose tokens hold ``word``.
 
-    ``word`` has one or two code points. Removed entries may be among them.
+    ``word`` has one or two code points. Either their seqs, ascending, or,
+    when most of the word's rows are bitmaps (a word many entries hold), a
+    mask by seq of ``through + 1`` values: its bitmaps placed as they are,
+    with no seq ever listed. Removed entries may be among them.
     """
     rows = reader.all(
         "SELECT block, seqs FROM piece_blocks WHERE piece = ? AND block <= ? ORDER BY block",
         (piece_code(word), through),
     )
-    return decoded_rows(
-        np.fromiter((int(block) for block, _ in rows), np.int64, len(rows)),
-        [bytes(packed) for _, packed in rows],
-    )
+    blocks = [int(block) for block, _ in rows]
+    packed = [bytes(seqs) for _, seqs in rows]
+    if 2 * sum(1 for each in packed if each[0] == _BITMAP) > len(packed):
+        return _marked(blocks, packed, through)
+    return decoded_rows(np.array(blocks, np.int64), packed)
+
+
+def _marked(blocks: list[int], rows: list[bytes], through: int) -> Mask:
+    """A mask by seq of the entries the rows name (``rows[n]`` of block row ``blocks[n]``)."""
+    mask = np.zeros(through + 1, np.bool_)
+    for block, packed in zip(blocks, rows, strict=True):
+        if packed[0] == _BITMAP:
+            unpacked = np.unpackbits(np.frombuffer(packed, np.uint8, offset=1), bitorder="little")
+            bits: Mask = unpacked[: through + 1 - block].view(np.bool_)
+            # Or-ed, not assigned: a bitmap's last byte may reach into the next block row.
+            mask[block : block + len(bits)] |= bits
+        else:
+            mask[np.frombuffer(packed, f"<u{packed[0]}", offset=1).astype(np.int64) + block] = True
+    return mask
 
 
 def decoded_rows(blocks: Ints, rows: list[bytes]) -> Ints:

@@ -42,8 +42,11 @@ class QueryWords:
         self.kept = {word: kept[word] for word in self._words if word in kept}
         self._tokens: dict[str, Ints] = {}
 
-    def entries_of(self, word: str) -> Ints | None:
-        """The indexed entries holding a word of one or two code points, ascending; else None.
+    def entries_of(self, word: str) -> Ints | npt.NDArray[np.bool_] | None:
+        """The indexed entries holding a word of one or two code points; else None.
+
+        Their seqs, ascending, or a mask by seq through the watermark (see
+        :func:`~loopctl_memory.sql.pieces.entries_holding`).
 
         Read when asked, one word at a time: a piece is one statement however it
         is batched, and the entries of a common one are a few MB each.

@@ -508,15 +508,8 @@ class RankingState:
         size = self.top + 1
         found: Seqs | Mask
         held = query.entries_of(word)
-        if held is not None:  # distinct already
-            if len(held) * 16 < size or not self.tuning.word_cache_bytes:
-                return held, True
-            found = held
-            if len(held) * 4 >= size:
-                found = np.zeros(self.mark + 1, np.bool_)
-                found[held] = True
-            self._remember(word, found)
-            return found, True
+        if held is not None:
+            return self._short_word(word, held), True
         wanted = query.tokens_of(word)
         runs = [segment.runs(wanted) for segment in self.token_segments]
         postings = sum(part.postings for part in runs)
@@ -530,6 +523,21 @@ class RankingState:
             found = distinct(self._gather(self.token_segments, runs), size)
         self._remember(word, found)
         return found, True
+
+    def _short_word(self, word: str, held: Seqs | Mask) -> Seqs | Mask:
+        """The entries of a word of one or two code points (distinct), kept when many."""
+        if held.dtype == np.bool_:  # a mask through the watermark
+            if self.tuning.word_cache_bytes:
+                self._remember(word, held)
+            return held
+        if len(held) * 16 < self.top + 1 or not self.tuning.word_cache_bytes:
+            return held
+        found = held
+        if len(held) * 4 >= self.top + 1:
+            found = np.zeros(self.mark + 1, np.bool_)
+            found[held] = True
+        self._remember(word, found)
+        return found
 
     def word_tail(self, word: str) -> list[int]:
         """Seqs of the tail entries whose memory contains ``word`` (they may repeat)."""
