@@ -185,7 +185,7 @@ def _piece_holders(connection) -> set[tuple[int, int]]:
         for piece, block, packed in connection.execute(
             text("SELECT piece, block, seqs FROM piece_blocks")
         )
-        for seq in pieces.decoded(int(block), bytes(packed)).tolist()
+        for seq in pieces.decoded_rows(np.array([int(block)]), [bytes(packed)]).tolist()
     }
 
 
@@ -280,7 +280,7 @@ def test_a_block_rows_pieces_read_back_as_the_entries_holding_them(pairs, block)
         assert {code for code, _, _ in rows} == set(expected)
         for code, row, packed in rows:
             assert row == block
-            assert pieces.decoded(row, packed).tolist() == sorted(expected[code])
+            assert pieces.decoded_rows(np.array([row]), [packed]).tolist() == sorted(expected[code])
     # A piece's rows of several block rows, of any forms, decoded together as a lookup does:
     # the same rows again at two later block rows, the second holding only the first half.
     later = block + 200_001

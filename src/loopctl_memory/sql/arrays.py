@@ -36,3 +36,8 @@ def distinct(seqs: Seqs, size: int) -> Seqs:
     mask = np.zeros(size, np.bool_)
     mask[seqs] = True
     return np.flatnonzero(mask).astype(seqs.dtype)
+
+
+def seq_type(highest: int) -> type[np.signedinteger[Any]]:
+    """The smallest integer type for seqs (or term ids, or positions) up to ``highest``."""
+    return np.int32 if highest < 2**31 else np.int64

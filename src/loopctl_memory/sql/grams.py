@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection
 
-from loopctl_memory.sql.arrays import distinct, run_positions
+from loopctl_memory.sql.arrays import distinct, run_positions, seq_type
 from loopctl_memory.sql.backend import Reader, backend_of
 
 Ints = npt.NDArray[np.int64]
@@ -241,7 +241,7 @@ def _narrow(ids: Ints) -> npt.NDArray[np.signedinteger[Any]]:
     A view would keep a whole batch's rows alive.
     """
     narrowed: npt.NDArray[np.signedinteger[Any]] = ids.astype(
-        np.int32 if not len(ids) or int(ids[-1]) < 2**31 else np.int64
+        seq_type(int(ids[-1]) if len(ids) else 0)
     )
     return narrowed
 

@@ -184,14 +184,6 @@ def _encoded(cells: npt.NDArray[np.bool_], total: int, bitmap: npt.NDArray[np.ui
     return bytes((width,)) + offsets.tobytes()
 
 
-def decoded(block: int, packed: bytes) -> Ints:
-    """The seqs a row names, ascending."""
-    if packed[0] == _BITMAP:
-        bits = np.unpackbits(np.frombuffer(packed, np.uint8, offset=1), bitorder="little")
-        return np.flatnonzero(bits) + block
-    return np.frombuffer(packed, f"<u{packed[0]}", offset=1).astype(np.int64) + block
-
-
 def entries_holding(reader: Reader, word: str, through: int) -> Ints | Mask:
     """The indexed entries (``seq <= through``) whose tokens hold ``word``.
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loopctl_memory.sql.arrays import run_positions
+from loopctl_memory.sql.arrays import run_positions, seq_type
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.index import TermTables
 
@@ -163,8 +163,3 @@ def load_segment(
                     lengths_into[row[5] : row[5] + len(documents)] = documents
             cursor[where] += run_lengths
     return Segment(term_ids, starts, seqs, tallies)
-
-
-def seq_type(highest: int) -> type[np.signedinteger[Any]]:
-    """The smallest integer type for seqs (or term ids, or positions) up to ``highest``."""
-    return np.int32 if highest < 2**31 else np.int64

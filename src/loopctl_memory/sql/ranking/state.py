@@ -42,7 +42,7 @@ from loopctl_memory.binary32 import SCORE_RELEVANCE_WEIGHT
 from loopctl_memory.errors import EmbedderError
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
-from loopctl_memory.sql.arrays import distinct
+from loopctl_memory.sql.arrays import distinct, seq_type
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.grams import TokenFinder
 from loopctl_memory.sql.ranking.columns import FilterColumns
@@ -56,7 +56,6 @@ from loopctl_memory.sql.segments import (
     Segment,
     Seqs,
     load_segment,
-    seq_type,
 )
 from loopctl_memory.sql.tail import RewrittenIndex, TailIndex
 from loopctl_memory.sql.tuning import Tuning
@@ -526,18 +525,15 @@ class RankingState:
 
     def _short_word(self, word: str, held: Seqs | Mask) -> Seqs | Mask:
         """The entries of a word of one or two code points (distinct), kept when many."""
-        if held.dtype == np.bool_:  # a mask through the watermark
-            if self.tuning.word_cache_bytes:
-                self._remember(word, held)
+        size, is_mask = self.top + 1, held.dtype == np.bool_
+        if (not is_mask and len(held) * 16 < size) or not self.tuning.word_cache_bytes:
             return held
-        if len(held) * 16 < self.top + 1 or not self.tuning.word_cache_bytes:
-            return held
-        found = held
-        if len(held) * 4 >= self.top + 1:
-            found = np.zeros(self.mark + 1, np.bool_)
-            found[held] = True
-        self._remember(word, found)
-        return found
+        if not is_mask and len(held) * 4 >= size:
+            mask = np.zeros(self.mark + 1, np.bool_)
+            mask[held] = True
+            held = mask
+        self._remember(word, held)
+        return held
 
     def word_tail(self, word: str) -> list[int]:
         """Seqs of the tail entries whose memory contains ``word`` (they may repeat)."""
