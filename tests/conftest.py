@@ -22,6 +22,12 @@ from loopctl_memory import (
 )
 from tests.sync_adapter import AsyncOverSync
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _graph_files_in_a_scratch_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Stores on a server keep their vector graph files in the user's cache: not the tester's."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+
 AnyStore = InMemoryStore | SqlMemoryStore | AsyncOverSync
 StoreFactory = Callable[..., Awaitable[AnyStore]]
 
@@ -130,6 +136,7 @@ async def store_factory(backend: str, tmp_path: Path) -> AsyncIterator[StoreFact
         if backend.endswith(SYNC):
             made = AsyncOverSync(sync.open_store(tmp_path / "memory.db", **options))
         elif database == "reference":
+            options.pop("tuning", None)  # speed only: the oracle has none
             made = InMemoryStore(**options)
         elif database == "sqlite-memory":
             made = await open_store(":memory:", **options)

@@ -14,6 +14,7 @@ listings and the drift check do.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ def script_location() -> Path:
     return shipped if (shipped / "env.py").is_file() else package.parents[1] / "migrations"
 
 
-HEAD_REVISION = "0011"
+HEAD_REVISION = "0012"
 """The newest migration; a test checks it against the migration scripts."""
 
 # alembic's own version table, exactly as alembic creates it (a test compares the two).
@@ -229,7 +230,9 @@ def _create(connection: Connection) -> None:
     """The schema at head from the table definitions, with the rows the migrations add."""
     metadata.create_all(connection)
     _version_table.create(connection, checkfirst=True)  # left behind by a downgrade to base
-    connection.execute(insert(index_state).values(id=1, indexed_through=0))
+    connection.execute(
+        insert(index_state).values(id=1, indexed_through=0, store_id=str(uuid.uuid4()))
+    )
     connection.execute(insert(scopes).values(id=0, name=""))
     connection.execute(insert(_version_table).values(version_num=HEAD_REVISION))
 

@@ -23,6 +23,7 @@ from loopctl_memory import (
     open_store,
 )
 from loopctl_memory.embedding import unit_rows
+from loopctl_memory.sql.tuning import Tuning
 from tests.embedders import WordsEmbedder, words_vector
 
 
@@ -37,6 +38,23 @@ class Switchable(WordsEmbedder):
         if self.broken:
             raise ConnectionError("embedding service unavailable")
         return super().embed_documents(texts)
+
+
+# Where the vectors are: all held in the process (the default at this size); in graph
+# files read whole for every query (vector_exact 0 still reads views of at most
+# vector_candidates whole); in graph files searched for a few candidates, the rest of
+# the answer found by widening. Every one must answer as InMemoryStore does.
+VECTOR_TUNINGS = {
+    "held": Tuning(),
+    "graphs read whole": Tuning(vector_loose=8, vector_exact=0),
+    "graphs searched": Tuning(vector_loose=8, vector_exact=0, vector_candidates=16),
+}
+
+
+@pytest.fixture(params=list(VECTOR_TUNINGS))
+def vectors_in(request: pytest.FixtureRequest) -> Tuning:
+    """The tuning that puts the vectors where the parameter says."""
+    return VECTOR_TUNINGS[request.param]
 
 
 def _entries(first: int, count: int) -> list[MemoryEntry]:
@@ -131,24 +149,33 @@ async def test_a_store_refuses_another_embedder_naming_both(store_factory, tmp_p
 QUERIES = ["cache", "note 3", "about cache 5", "zzz", ""]
 
 
-async def _same_rankings(store, oracle, passes=None) -> None:
+async def _same_rankings(store, oracle, passes=None, *, searched=False) -> None:
+    """The same answers as the oracle's, to the bit.
+
+    ``searched``: the store's graphs were searched for fewer candidates than it
+    holds, so which of several entries of one score come back may differ, but
+    never the scores, and each entry's score is its own exact one.
+    """
     for ranking in ("vector", "hybrid"):
         for query in QUERIES:
+            every = await oracle.retrieve_scored(query, 10_000, ranking=ranking, filter=passes)
+            score_of = {entry.id: score for entry, score in every}
             for limit in (0, 1, 5, 100):
                 expected = await oracle.retrieve_scored(
                     query, limit, ranking=ranking, filter=passes
                 )
                 found = await store.retrieve_scored(query, limit, ranking=ranking, filter=passes)
-                assert [(e.id, s) for e, s in found] == [(e.id, s) for e, s in expected], (
-                    ranking,
-                    query,
-                    limit,
-                )
+                where = (ranking, query, limit)
+                if not searched:
+                    assert [(e.id, s) for e, s in found] == [(e.id, s) for e, s in expected], where
+                    continue
+                assert [s for _, s in found] == [s for _, s in expected], where
+                assert all(score_of[entry.id] == score for entry, score in found), where
 
 
-async def test_the_vector_and_hybrid_rankings_are_inmemorystores(store_factory):
+async def test_the_vector_and_hybrid_rankings_are_inmemorystores(store_factory, vectors_in):
     embedders = Switchable(), Switchable()
-    store = await store_factory(embedder=embedders[0])
+    store = await store_factory(embedder=embedders[0], tuning=vectors_in)
     oracle = InMemoryStore(embedder=embedders[1])
     batches = [_entries(0, 20), _entries(20, 10), _entries(30, 15)]
     for number, batch in enumerate(batches):
@@ -156,21 +183,26 @@ async def test_the_vector_and_hybrid_rankings_are_inmemorystores(store_factory):
             embedder.broken = number == 1  # the second batch is pending
         for target in (store, oracle):
             await target.store_many(batch)
-        await _same_rankings(store, oracle)
-    await _same_rankings(store, oracle, MemoryFilter(categories=[MemoryCategory.FACT]))
+        await _same_rankings(store, oracle, searched=vectors_in.vector_candidates < 100)
+    await _same_rankings(
+        store,
+        oracle,
+        MemoryFilter(categories=[MemoryCategory.FACT]),
+        searched=vectors_in.vector_candidates < 100,
+    )
     first = batches[0][0]
     for target in (store, oracle):
         await target.update(first.id, memory="a different note entirely")
         await target.delete(batches[0][1].id)
-    await _same_rankings(store, oracle)
+    await _same_rankings(store, oracle, searched=vectors_in.vector_candidates < 100)
     for target in (store, oracle):
         await target.embed_pending()
-    await _same_rankings(store, oracle)
+    await _same_rankings(store, oracle, searched=vectors_in.vector_candidates < 100)
 
 
-async def test_retrieve_explained_gives_the_parts_inmemorystore_gives(store_factory):
+async def test_retrieve_explained_gives_the_parts_inmemorystore_gives(store_factory, vectors_in):
     embedders = Switchable(), Switchable()
-    store = await store_factory(embedder=embedders[0])
+    store = await store_factory(embedder=embedders[0], tuning=vectors_in)
     oracle = InMemoryStore(embedder=embedders[1])
     batches = [_entries(0, 12), _entries(12, 4)]
     for number, batch in enumerate(batches):
@@ -200,10 +232,10 @@ async def test_retrieve_explained_gives_the_parts_inmemorystore_gives(store_fact
         assert parts.score == 0.5 * parts.bm25 / parts.bm25_max + 0.5 * cosine_part
 
 
-async def test_a_filter_and_pending_entries_rank_as_in_inmemorystore(store_factory):
+async def test_a_filter_and_pending_entries_rank_as_in_inmemorystore(store_factory, vectors_in):
     """A filter that removes entries, with matched entries still pending: every hybrid path."""
     embedders = Switchable(), Switchable()
-    store = await store_factory(embedder=embedders[0])
+    store = await store_factory(embedder=embedders[0], tuning=vectors_in)
     oracle = InMemoryStore(embedder=embedders[1])
     kinds = [MemoryCategory.FACT, MemoryCategory.INSIGHT, MemoryCategory.STRATEGY]
     batches = [
@@ -223,7 +255,7 @@ async def test_a_filter_and_pending_entries_rank_as_in_inmemorystore(store_facto
         MemoryFilter(categories=[MemoryCategory.INSIGHT]),
         MemoryFilter(tags_any=["t1", "t2"]),
     ):
-        await _same_rankings(store, oracle, passes)
+        await _same_rankings(store, oracle, passes, searched=vectors_in.vector_candidates < 100)
 
 
 class FailsOnNote300(WordsEmbedder):
@@ -237,10 +269,10 @@ class FailsOnNote300(WordsEmbedder):
 
 
 async def test_a_big_write_goes_to_the_embedder_in_calls_and_only_a_failed_call_is_pending(
-    store_factory,
+    store_factory, vectors_in
 ):
     embedders = FailsOnNote300(), FailsOnNote300()
-    store = await store_factory(embedder=embedders[0])
+    store = await store_factory(embedder=embedders[0], tuning=vectors_in)
     oracle = InMemoryStore(embedder=embedders[1])
     entries = _entries(0, 600)  # calls of 256, 256 and 88 texts: the second fails
     for target, embedder in zip((store, oracle), embedders, strict=True):
@@ -248,7 +280,7 @@ async def test_a_big_write_goes_to_the_embedder_in_calls_and_only_a_failed_call_
         await target.store_many(entries)
         assert await target.pending_embeddings() == 256
         assert embedder.document_calls - before == 3
-    await _same_rankings(store, oracle)
+    await _same_rankings(store, oracle, searched=vectors_in.vector_candidates < 100)
     late = _entries(600, 3)
     for target, embedder in zip((store, oracle), embedders, strict=True):
         before = embedder.document_calls  # a good write makes 3 more, in one more call

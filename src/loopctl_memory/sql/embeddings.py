@@ -190,10 +190,16 @@ async def switch(connection: AsyncConnection, embedder_id: int) -> None:
     """Make ``embedder_id`` the store's embedder and delete every other's vectors.
 
     The generation rises: every process reads its copy again, and one still
-    holding another embedder finds out (its vector rankings raise).
+    holding another embedder finds out (its vector rankings raise). So does the
+    vector epoch: the new embedder's vectors were written unlogged, so an index
+    file of an earlier time with it is stale.
     """
     await connection.execute(
-        update(index_state).values(embedder_id=embedder_id, generation=index_state.c.generation + 1)
+        update(index_state).values(
+            embedder_id=embedder_id,
+            generation=index_state.c.generation + 1,
+            vector_epoch=index_state.c.vector_epoch + 1,
+        )
     )
     await connection.execute(delete(vectors).where(vectors.c.embedder_id != embedder_id))
 

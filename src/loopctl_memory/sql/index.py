@@ -163,11 +163,14 @@ def rebuild(connection: Connection, *, row_entries: int) -> None:
 
     For after many entries were rewritten at once: their postings held their
     old words. Every process must then read its copy again (the caller raises
-    the generation); the log it would have read is gone.
+    the generation); the log it would have read is gone, so the vector epoch
+    rises too: a vector index file can no longer learn from it what changed.
     """
     for table in (token_blocks, piece_blocks, tag_blocks, word_blocks, entry_blocks, changes):
         connection.execute(delete(table))
-    connection.execute(update(index_state).values(indexed_through=0))
+    connection.execute(
+        update(index_state).values(indexed_through=0, vector_epoch=index_state.c.vector_epoch + 1)
+    )
     index_tail(connection, row_entries=row_entries)
 
 

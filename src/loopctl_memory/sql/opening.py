@@ -35,6 +35,7 @@ from loopctl_memory.sql.engine import (
     create_engine,
     resolve_target,
 )
+from loopctl_memory.sql.ranking.graph_home import beside_file, in_user_cache
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
@@ -224,6 +225,9 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         ranking=ranking,
         bm25=bm25,
         embed_timeout=seconds,
+        graph_home=None
+        if resolved.is_memory
+        else (in_user_cache() if file is None else beside_file(file)),
     )
     migrating = options.get("migrate", True)
     try:

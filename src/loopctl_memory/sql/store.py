@@ -40,6 +40,7 @@ from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
 from loopctl_memory.sql.embeddings import StoreEmbedder
+from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.repository import ScopeIds
 from loopctl_memory.sql.store_embeddings import EmbeddingOperations
@@ -106,15 +107,20 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         ranking: str = "reference",
         bm25: Bm25Parameters | None = None,
         embed_timeout: float = DEFAULT_TIMEOUT,
+        graph_home: GraphHome | None = None,
     ) -> SqlMemoryStore:
-        """The root store over ``unit``, with options already checked (see ``open_store``)."""
+        """The root store over ``unit``, with options already checked (see ``open_store``).
+
+        ``graph_home``: where the vectors' graph files go (None: nowhere, every vector
+        is held in memory).
+        """
         shared = _Shared(
             unit=unit,
             tuning=tuning,
             track_access=track_access,
             consolidation=consolidation,
             clock=clock or _utc_now,
-            ranking=RankingState(tuning),  # this process's copy for retrieval
+            ranking=RankingState(tuning, graph_home),  # this process's copy for retrieval
             ranks_by=ranking,
             bm25=bm25 or Bm25Parameters(),
             embed_timeout=embed_timeout,

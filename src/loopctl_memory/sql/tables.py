@@ -13,6 +13,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    String,
     Table,
     Text,
     Uuid,
@@ -142,6 +143,20 @@ index_state = Table(
         comment="raised by a change to many entries at once: every copy is read again",
     ),
     Column("embedder_id", BigInteger(), nullable=True, comment="the embedder whose vectors rank"),
+    Column(
+        "store_id",
+        String(36),
+        nullable=False,
+        server_default="",
+        comment="a random UUID naming the store to the files kept outside it",
+    ),
+    Column(
+        "vector_epoch",
+        BigInteger(),
+        nullable=False,
+        server_default="0",
+        comment="raised when vectors change unlogged: vector index files go stale",
+    ),
     CheckConstraint("id = 1", name="single_row"),
 )
 

@@ -27,3 +27,13 @@ class Tuning:
     reindex_above: int = 1_000
     """A consolidation pass that rewrites more entries than this builds the token index
     again, instead of every process scoring them apart from their stale postings."""
+    vector_loose: int = 50_000
+    """Vectors a process holds itself as binary32 rows and scores exactly at every vector
+    retrieval; beyond them, a store with a place for files puts them into a graph file,
+    shared by the processes of the machine (``:memory:`` holds every vector)."""
+    vector_candidates: int = 1_024
+    """Entries a vector retrieval takes from the graphs and scores exactly: more finds the
+    exact best more often (recall), at a cost in time."""
+    vector_exact: int = 16_384
+    """A view or filter whose entries in the graphs number at most this many has them all
+    scored exactly from their stored vectors, instead of searching the graphs."""

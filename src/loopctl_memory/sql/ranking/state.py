@@ -46,9 +46,10 @@ from loopctl_memory.sql.arrays import distinct, seq_type
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.grams import TokenFinder
 from loopctl_memory.sql.ranking.columns import FilterColumns
+from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.indexed import read_indexed
 from loopctl_memory.sql.ranking.query_words import QueryWords
-from loopctl_memory.sql.ranking.vectors import VectorIndex
+from loopctl_memory.sql.ranking.vectors import StoreMark, VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import (
     Ints,
@@ -97,8 +98,9 @@ class RankingState:
     moves forward in time.
     """
 
-    def __init__(self, tuning: Tuning) -> None:
+    def __init__(self, tuning: Tuning, graph_home: GraphHome | None = None) -> None:
         self.tuning = tuning
+        self.graph_home = graph_home  # where the vectors' graph files go (None: nowhere)
         self._reset()
 
     def _reset(self) -> None:
@@ -450,11 +452,15 @@ class RankingState:
                 "this store's vectors are now by another embedder (reembed replaced this"
                 " one): open the store again with the new one"
             )
+        store_id, epoch = connection.one("SELECT store_id, vector_epoch FROM index_state")
+        mark = StoreMark(str(store_id), int(epoch), self.top, self.change)
         if self._vectors is None or self._vectors.embedder_id != embedder_id:
-            vectors = VectorIndex(embedder_id, dims)
+            vectors = VectorIndex(embedder_id, dims, self.graph_home, self.tuning)
             with connection.backend.reading_once(connection):
-                vectors.read(connection, 0, self.top)
+                vectors.load(connection, mark)
             self._vectors = vectors
+        else:
+            self._vectors.refresh_graphs(connection, mark)
         return self._vectors
 
     def columns(self, connection: Reader) -> FilterColumns:
