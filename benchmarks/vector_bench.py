@@ -199,8 +199,8 @@ async def _store_many(directory: Path, count: int) -> dict[str, float]:
     entries = workloads.entries("natural", count, seed=7)
     looked_up = LookedUp([entry.memory for entry in entries])
     rates = {}
-    for kind, options in (("none", {}), ("embedder", {"embedder": looked_up})):
-        async with open_store(directory / f"many-{kind}.db", **options) as store:
+    for kind, embedder in (("none", None), ("embedder", looked_up)):
+        async with open_store(directory / f"many-{kind}.db", embedder=embedder) as store:
             began = time.perf_counter()
             for start in range(0, count, _BATCH):
                 await store.store_many(entries[start : start + _BATCH])

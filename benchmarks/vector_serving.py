@@ -68,10 +68,12 @@ class CalibratedVectors:
             draws[row] = np.random.default_rng(seed).standard_normal(DIMS)
         vectors = (_MEAN + (draws * _SCALE) @ _BASIS.T).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors
+        made: Vector = vectors
+        return made
 
     def embed_query(self, text: str) -> Vector:
-        return self.embed_documents([text])[0]
+        made: Vector = self.embed_documents([text])[0]
+        return made
 
 
 class LookedUp:
@@ -84,7 +86,8 @@ class LookedUp:
         self._vectors = dict(zip(texts, CalibratedVectors().embed_documents(texts), strict=True))
 
     def embed_documents(self, texts: Sequence[str]) -> Vector:
-        return np.stack([self._vectors[text] for text in texts])
+        found: Vector = np.stack([self._vectors[text] for text in texts])
+        return found
 
     def embed_query(self, text: str) -> Vector:
         return CalibratedVectors().embed_query(text)

@@ -34,6 +34,10 @@ CONNECTIVITY = 16
 EXPANSION_ADD = 64
 """Candidates kept while inserting (efConstruction): 128 builds 2.4x slower for a
 graph whose recall after rescoring differs by a few tenths of a point."""
+APPROXIMATION = 0.025
+"""How far a graph's cosine (bytes per dimension) may be from the exact one, for unit
+vectors: measured at most 0.019 (standard deviation 0.0038) over 320,000 pairs of 384-d
+vectors shaped like a sentence embedder's. Searches rescore what this cannot rule out."""
 _SMALL = 20_000  # a graph this small is built on one thread: the same graph every time
 _CHUNK = 2**24
 

@@ -40,14 +40,26 @@ from loopctl_memory.embedding import Vectors
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking import bm25
+from loopctl_memory.sql.ranking.graph import APPROXIMATION
 from loopctl_memory.sql.ranking.state import Mask, RankingState
 from loopctl_memory.sql.ranking.topk import best
 from loopctl_memory.sql.ranking.vectors import VectorIndex, stored_vectors
 from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
-_FARTHEST = 64  # candidates of the graphs' farthest entries, for the cosines' minimum
+_FARTHEST = 64  # the graphs' farthest entries asked for, for the cosines' minimum
+_LEXICAL = 64  # entries of highest BM25 score a hybrid search scores first
 _WIDENINGS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class _Near:
+    """Graph-held entries worth scoring: ascending seqs, cosines, and how far those may be off."""
+
+    seqs: Ints
+    cosines: Floats
+    slack: float
+    """0: the cosines are exact (every eligible entry was read); else the graphs' bound."""
 
 
 @dataclass(slots=True)
@@ -61,32 +73,35 @@ class _Ranking:
     universe: Mask
     """Live entries of the view with a vector (the statistics' entries)."""
 
-    def exact(self, seqs: Ints) -> tuple[Ints, Floats]:
-        """The seqs of ``seqs`` (ascending) whose vectors the graphs hold, with exact cosines."""
+    def graph_cosines(self, seqs: Ints) -> Floats:
+        """The exact cosines of graph-held ``seqs`` (ascending), from their stored vectors."""
         found, rows = stored_vectors(self.reader, self.vectors.embedder_id, seqs, self.vectors.dims)
-        return found, embedding.cosines(rows, self.query)
+        if len(found) != len(seqs):  # pragma: no cover - a graph-held entry has its vector
+            raise AssertionError("an entry held by a graph has no stored vector")
+        return embedding.cosines(rows, self.query)
 
-    def loose_cosine(self, seqs: Ints) -> Floats:
+    def loose_cosines(self, seqs: Ints) -> Floats:
         """The exact cosines of seqs held in this process."""
         return embedding.cosines(self.vectors.vectors_of(seqs), self.query)
 
-    def graph_candidates(self, eligible: Mask, count: int) -> tuple[Ints, bool]:
-        """The graph-held seqs of ``eligible`` worth scoring exactly, and whether that is all.
+    def near(self, eligible: Mask, count: int) -> _Near:
+        """The graph-held entries of ``eligible`` worth scoring exactly.
 
-        All of them when few; else about ``count`` the graphs find nearest, asking
-        for more in proportion to how few of the graphs' entries are eligible.
+        All of them, read, when few; else about ``count`` the graphs find
+        nearest, asking for more in proportion to how few of the graphs'
+        entries are eligible, with the graphs' approximate cosines.
         """
         held = self.vectors.graph_seqs(eligible)
-        tuning = self.state.tuning
-        if len(held) <= max(tuning.vector_exact, count):
-            return held, True
+        if len(held) <= max(self.state.tuning.vector_exact, count):
+            return _Near(held, self.graph_cosines(held), 0.0)
         want = math.ceil(count * self.vectors.graph_count() / len(held))
         while 2 * want < len(held):
-            found = self.vectors.search(self.query, want, eligible)
-            if len(found) >= min(count, len(held)) or 8 * want >= len(held):
-                return np.sort(found[:count]), False
+            seqs, cosines = self.vectors.search(self.query, want, eligible)
+            if len(seqs) >= count or 8 * want >= len(held):
+                order = np.argsort(seqs[:count])
+                return _Near(seqs[:count][order], cosines[:count][order], APPROXIMATION)
             want *= 4
-        return held, True
+        return _Near(held, self.graph_cosines(held), 0.0)
 
 
 def top_scored(  # noqa: PLR0917 - the retrieval's arguments
@@ -108,9 +123,14 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments
         return []
     ranking = _ranking(state, reader, query, scope, embedder_id)
     eligible = ranking.universe if allowed is None else ranking.universe & allowed[: state.top + 1]
+    count = max(state.tuning.vector_candidates, limit)
     if lexical is None:
-        return _vector_best(ranking, eligible, limit)
-    return _hybrid_best(ranking, eligible, allowed, limit, lexical, scope)
+        return _vector_best(ranking, eligible, count, limit)
+    near = ranking.near(ranking.universe, count)
+    span = _span(ranking, near)
+    if allowed is not None:
+        near = ranking.near(eligible, count)
+    return _hybrid_best(ranking, (eligible, allowed), near, span, limit, lexical, scope)
 
 
 def _ranking(
@@ -125,160 +145,165 @@ def _ranking(
     return _Ranking(state, reader, vectors, query, universe)
 
 
-def _vector_best(ranking: _Ranking, eligible: Mask, limit: int) -> list[tuple[int, float]]:
-    loose = ranking.vectors.loose_seqs(eligible)
-    rough = ranking.vectors.rough_cosines(loose, ranking.query).astype(np.float64)
-    found = _best_exactly(
-        loose,
-        rough,
-        embedding.error_bound(len(ranking.query)),
-        lambda picked: ranking.loose_cosine(loose[picked]),
-        limit,
+@dataclass(frozen=True, slots=True)
+class _Pool:
+    """The entries a retrieval scores, ascending by seq, with their cosines' estimates."""
+
+    labels: Ints
+    cosines: Floats
+    slack: Floats
+    """How far each cosine may be from the exact one (0: exact)."""
+    loose: Mask
+    """Held in this process: the exact cosine from memory (else from the stored vector)."""
+    has_vector: Mask
+
+    @classmethod
+    def of(cls, ranking: _Ranking, eligible: Mask, near: _Near, others: Ints) -> _Pool:
+        """Every eligible entry held in this process, ``near``, and ``others`` (no vector)."""
+        loose = ranking.vectors.loose_seqs(eligible)
+        rough = ranking.vectors.rough_cosines(loose, ranking.query).astype(np.float64)
+        bound = embedding.error_bound(len(ranking.query))
+        labels = np.concatenate([loose, near.seqs, others])
+        order = np.argsort(labels, kind="stable")
+        sizes = (len(loose), len(near.seqs), len(others))
+        return cls(
+            labels[order],
+            np.concatenate([rough, near.cosines, np.zeros(sizes[2])])[order],
+            np.concatenate(
+                [np.full(sizes[0], bound), np.full(sizes[1], near.slack), np.zeros(sizes[2])]
+            )[order],
+            np.repeat([True, False, False], sizes)[order],
+            np.repeat([True, True, False], sizes)[order],
+        )
+
+    def exact(self, ranking: _Ranking, picked: Ints) -> Floats:
+        """The exact cosines of the positions ``picked`` (ascending)."""
+        found = self.cosines[picked].copy()
+        mine = self.loose[picked]
+        found[mine] = ranking.loose_cosines(self.labels[picked[mine]])
+        read = ~mine & (self.slack[picked] > 0)
+        found[read] = ranking.graph_cosines(self.labels[picked[read]])
+        return found
+
+
+def _vector_best(
+    ranking: _Ranking, eligible: Mask, count: int, limit: int
+) -> list[tuple[int, float]]:
+    pool = _Pool.of(ranking, eligible, ranking.near(eligible, count), np.empty(0, np.int64))
+    return _best_exactly(
+        pool.labels, pool.cosines, pool.slack, lambda picked: pool.exact(ranking, picked), limit
     )
-    count = max(ranking.state.tuning.vector_candidates, limit)
-    candidates, _ = ranking.graph_candidates(eligible, count)
-    if len(candidates):
-        seqs, cosines = ranking.exact(candidates)
-        found += [(int(seqs[n]), score) for n, score in best(cosines, limit)]
-    found.sort(key=lambda pair: (-pair[1], pair[0]))
-    return found[:limit]
 
 
 def _hybrid_best(  # noqa: PLR0917 - the retrieval's parts
     ranking: _Ranking,
-    eligible: Mask,
-    allowed: Mask | None,
+    masks: tuple[Mask, Mask | None],
+    near: _Near,
+    span: tuple[float, float],
     limit: int,
     lexical: tuple[list[str], Bm25Parameters],
     scope: Scope,
 ) -> list[tuple[int, float]]:
     tokens, parameters = lexical
+    eligible, allowed = masks  # eligible: allowed, in the universe
     state = ranking.state
     matched, lexical_scores = bm25.positive_scores(state, ranking.reader, tokens, scope, parameters)
     top = float(lexical_scores.max()) if len(lexical_scores) else 0.0
-    span = _span(ranking)
-    low, high = span
     by_seq = np.zeros(state.top + 1, np.float64)
     by_seq[matched] = lexical_scores
     # Matched entries without a vector (pending) compete by their BM25 part alone.
     pending = matched[~ranking.universe[matched]]
     if allowed is not None:
         pending = pending[allowed[pending]]
-    bound = embedding.error_bound(len(ranking.query))
-    slack = fusion.COSINE_WEIGHT * bound / (high - low) if high > low else 0.0
-    count = max(state.tuning.vector_candidates, limit)
-    lexical_count = count
-    while True:
-        candidates, complete = ranking.graph_candidates(eligible, count)
-        lexical_held, lexical_floor = _best_lexical(
-            ranking, eligible, matched, lexical_scores, lexical_count
-        )
-        graph_seqs, graph_cosines = ranking.exact(np.union1d(candidates, lexical_held))
-        loose = ranking.vectors.loose_seqs(eligible)
-        rough = ranking.vectors.rough_cosines(loose, ranking.query).astype(np.float64)
-        labels = np.concatenate([loose, graph_seqs, pending])
-        cosines = np.concatenate([rough, graph_cosines, np.zeros(len(pending))])
-        has_vector = np.concatenate(
-            [np.ones(len(loose) + len(graph_seqs), np.bool_), np.zeros(len(pending), np.bool_)]
-        )
-        order = np.argsort(labels, kind="stable")
-        labels, cosines, has_vector = labels[order], cosines[order], has_vector[order]
-        found = _fused_best(
-            ranking,
-            _Candidates(labels, cosines, has_vector, np.isin(labels, loose), by_seq[labels]),
-            (top, span, slack),
-            limit,
-        )
-        if complete or len(found) < limit:
+    low, high = span
+    scale = fusion.COSINE_WEIGHT / (high - low) if high > low else 0.0
+    held, held_scores = _held_matched(ranking, eligible, matched, lexical_scores)
+    count = len(near.seqs)
+    first = max(_LEXICAL, 4 * limit)
+    chosen = (
+        held if len(held) <= first else np.sort(held[np.argpartition(-held_scores, first)[:first]])
+    )
+    for widening in range(_WIDENINGS + 1):
+        extra = np.setdiff1d(chosen, near.seqs, assume_unique=True)
+        read = _Near(extra, ranking.graph_cosines(extra), 0.0)
+        pool = _Pool.of(ranking, eligible, _joined(near, read), pending)
+        bm = by_seq[pool.labels]
+        estimate = fusion.fuse(bm, pool.cosines, pool.has_vector, top, span)
+
+        def exact_of(picked: Ints, pool: _Pool = pool, bm: Floats = bm) -> Floats:
+            cosines = pool.exact(ranking, picked)
+            return fusion.fuse(bm[picked], cosines, pool.has_vector[picked], top, span)
+
+        found = _best_exactly(pool.labels, estimate, pool.slack * scale, exact_of, limit)
+        if near.slack == 0 or len(found) < limit:
             return found
-        # No entry left out can beat the last one kept: its BM25 score is at most the
-        # floor and its cosine at most the lowest of the graphs' candidates.
-        lowest = (
-            float(graph_cosines[np.isin(graph_seqs, candidates)].min()) if len(candidates) else high
-        )
-        ceiling = fusion.fuse(
-            np.array([lexical_floor]), np.array([lowest]), np.array([True]), top, span
-        )[0]
-        if found[-1][1] >= ceiling or count >= 4**_WIDENINGS * state.tuning.vector_candidates:
+        # An entry left out has a cosine of at most the graphs' lowest candidate's
+        # (within their bound): with no BM25 score, it cannot beat the last one kept
+        # unless that part alone does (then the graphs give more); with one, only if
+        # its BM25 score is high enough, and every such entry is scored.
+        cosine = float(near.cosines.min()) + near.slack
+        cosine_part = fusion.fuse(np.zeros(1), np.array([cosine]), np.ones(1, np.bool_), top, span)[
+            0
+        ]
+        last = found[-1][1]
+        if cosine_part >= last and widening < _WIDENINGS:
+            count *= 4
+            near = ranking.near(eligible, count)
+            continue
+        if top <= 0:
             return found
-        count *= 4
-        lexical_count *= 4
+        needed = (last - cosine_part) / fusion.BM25_WEIGHT * top * (1 - 1e-9)
+        missing = np.setdiff1d(held[held_scores >= needed], np.union1d(chosen, near.seqs))
+        if not len(missing):
+            return found
+        chosen = np.union1d(chosen, missing)
+    return found
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidates:
-    """The entries a hybrid retrieval scores, ascending by seq."""
-
-    labels: Ints
-    cosines: Floats
-    """Exact, but rough (binary32, within the error bound) where held in this process."""
-    has_vector: Mask
-    loose: Mask
-    """Held in this process (its cosine rough)."""
-    bm: Floats
-
-
-def _fused_best(
-    ranking: _Ranking,
-    candidates: _Candidates,
-    fusing: tuple[float, tuple[float, float], float],
-    limit: int,
-) -> list[tuple[int, float]]:
-    """The best ``limit`` candidates by exact hybrid score (``fusing``: BM25 top, span, slack)."""
-    top, span, slack = fusing
-    c = candidates
-    estimate = fusion.fuse(c.bm, c.cosines, c.has_vector, top, span)
-
-    def exact_of(picked: Ints) -> Floats:
-        exact = c.cosines[picked].copy()
-        mine = c.loose[picked]
-        exact[mine] = ranking.loose_cosine(c.labels[picked[mine]])
-        return fusion.fuse(c.bm[picked], exact, c.has_vector[picked], top, span)
-
-    return _best_exactly(c.labels, estimate, slack, exact_of, limit)
-
-
-def _best_lexical(
-    ranking: _Ranking, eligible: Mask, matched: Ints, scores: Floats, count: int
-) -> tuple[Ints, float]:
-    """The ``count`` graph-held eligible seqs of highest BM25 score, and the highest left out."""
+def _held_matched(
+    ranking: _Ranking, eligible: Mask, matched: Ints, scores: Floats
+) -> tuple[Ints, Floats]:
+    """The matched entries (ascending) of ``eligible`` a graph holds, and their BM25 scores."""
     holder = ranking.vectors.holder
     inside = matched < len(holder)
     keep = inside.copy()
     keep[inside] = (holder[matched[inside]] >= 0) & eligible[matched[inside]]
-    seqs, held_scores = matched[keep], scores[keep]
-    if len(seqs) <= count:
-        return seqs, 0.0
-    cut = np.argpartition(-held_scores, count)
-    return np.sort(seqs[cut[:count]]), float(held_scores[cut[count:]].max())
+    return matched[keep], scores[keep]
 
 
-def _span(ranking: _Ranking) -> tuple[float, float]:
-    """The view's exact smallest and largest cosine (the graphs': of the entries they find)."""
-    loose = ranking.vectors.loose_seqs(ranking.universe)
-    rough = ranking.vectors.rough_cosines(loose, ranking.query).astype(np.float64)
+def _joined(first: _Near, second: _Near) -> _Near:
+    """Two disjoint sets of graph-held entries as one (the bound of the rougher)."""
+    seqs = np.concatenate([first.seqs, second.seqs])
+    order = np.argsort(seqs, kind="stable")
+    cosines = np.concatenate([first.cosines, second.cosines])[order]
+    return _Near(seqs[order], cosines, max(first.slack, second.slack))
+
+
+def _span(ranking: _Ranking, near: _Near) -> tuple[float, float]:
+    """The view's smallest and largest cosine.
+
+    Exact; but of the entries in graphs, only the nearest and farthest the
+    graphs find count (``near``: the view's graph-held entries near the query).
+    """
+    bound = embedding.error_bound(len(ranking.query))
     lows: list[float] = []
     highs: list[float] = []
+    loose = ranking.vectors.loose_seqs(ranking.universe)
     if len(loose):
-        low, high = _exact_range(
-            rough,
-            embedding.error_bound(len(ranking.query)),
-            lambda rows: ranking.loose_cosine(loose[rows]),
-        )
+        rough = ranking.vectors.rough_cosines(loose, ranking.query).astype(np.float64)
+        low, high = _exact_range(rough, bound, lambda rows: ranking.loose_cosines(loose[rows]))
         lows.append(low)
         highs.append(high)
-    tuning = ranking.state.tuning
-    held = ranking.vectors.graph_seqs(ranking.universe)
-    if len(held) and len(held) <= tuning.vector_exact:
-        _, cosines = ranking.exact(held)
-        lows.append(float(cosines.min()))
-        highs.append(float(cosines.max()))
-    elif len(held):
-        nearest, _ = ranking.graph_candidates(ranking.universe, tuning.vector_candidates)
-        farthest = ranking.vectors.search(-ranking.query, _FARTHEST, ranking.universe)
-        _, cosines = ranking.exact(np.union1d(nearest, farthest))
-        lows.append(float(cosines.min()))
-        highs.append(float(cosines.max()))
+    if len(near.seqs) and near.slack == 0:
+        lows.append(float(near.cosines.min()))
+        highs.append(float(near.cosines.max()))
+    elif len(near.seqs):
+        top = near.seqs[near.cosines >= float(near.cosines.max()) - 2 * near.slack]
+        highs.append(float(ranking.graph_cosines(top).max()))
+        seqs, cosines = ranking.vectors.search(-ranking.query, _FARTHEST, ranking.universe)
+        cosines = -cosines
+        bottom = np.sort(seqs[cosines <= float(cosines.min()) + 2 * near.slack])
+        lows.append(float(ranking.graph_cosines(bottom).min()))
     if not lows:
         return 0.0, 0.0
     return min(lows), max(highs)
@@ -287,23 +312,24 @@ def _span(ranking: _Ranking) -> tuple[float, float]:
 def _best_exactly(
     labels: Ints,
     estimate: Floats,
-    slack: float,
+    slack: Floats,
     exact_of: Callable[[Ints], Floats],
     limit: int,
 ) -> list[tuple[int, float]]:
     """The best ``limit`` of ``labels`` (ascending seqs) by exact score, ties in their order.
 
-    ``estimate``: each one's score within ``slack`` of the exact one, which
+    ``estimate``: each one's score within its ``slack`` of the exact one, which
     ``exact_of`` gives for the positions asked. Only the positions whose
-    estimate is within twice ``slack`` of the k-th best estimate can be among
-    the best, so only those are scored exactly.
+    estimate plus slack reaches the ``limit``-th best estimate less slack can be
+    among the best, so only those are scored exactly.
     """
     if not len(labels):
         return []
     near = np.arange(len(labels))
     if len(labels) > limit:
-        kth = float(np.partition(estimate, len(estimate) - limit)[len(estimate) - limit])
-        near = np.flatnonzero(estimate >= kth - 2 * slack)
+        lowest = estimate - slack
+        kth = float(np.partition(lowest, len(lowest) - limit)[len(lowest) - limit])
+        near = np.flatnonzero(estimate + slack >= kth)
     scores = exact_of(near)
     return [(int(labels[near[n]]), score) for n, score in best(scores, limit)]
 
@@ -334,7 +360,8 @@ def hybrid_parts(  # noqa: PLR0917 - the retrieval's arguments
     it returned (``retrieve_explained``: a rare call, kept plain).
     """
     ranking = _ranking(state, reader, query, scope, embedder_id)
-    span = _span(ranking)
+    count = max(state.tuning.vector_candidates, len(seqs))
+    span = _span(ranking, ranking.near(ranking.universe, count))
     tokens, parameters = lexical
     matched, lexical_scores = bm25.positive_scores(state, reader, tokens, scope, parameters)
     top = float(lexical_scores.max()) if len(lexical_scores) else 0.0
@@ -343,7 +370,7 @@ def hybrid_parts(  # noqa: PLR0917 - the retrieval's arguments
     wanted[[seq for seq in seqs if seq < len(wanted)]] = True
     wanted &= ranking.universe
     loose = ranking.vectors.loose_seqs(wanted)
-    cosine_of = dict(zip(loose.tolist(), ranking.loose_cosine(loose).tolist(), strict=True))
-    graph_seqs, graph_cosines = ranking.exact(np.setdiff1d(np.flatnonzero(wanted), loose))
-    cosine_of.update(zip(graph_seqs.tolist(), graph_cosines.tolist(), strict=True))
+    cosine_of = dict(zip(loose.tolist(), ranking.loose_cosines(loose).tolist(), strict=True))
+    held = np.setdiff1d(np.flatnonzero(wanted), loose)
+    cosine_of.update(zip(held.tolist(), ranking.graph_cosines(held).tolist(), strict=True))
     return [(float(by_seq.get(seq, 0.0)), cosine_of.get(seq), top, span) for seq in seqs]

@@ -190,10 +190,12 @@ class VectorIndex:
         """How many entries' current vectors the graphs hold."""
         return int(np.count_nonzero(self.holder >= 0))
 
-    def search(self, query: Vectors, count: int, eligible: Mask) -> Ints:
+    def search(
+        self, query: Vectors, count: int, eligible: Mask
+    ) -> tuple[Ints, npt.NDArray[np.float64]]:
         """Up to ``count`` seqs of ``eligible`` the graphs find nearest ``query``, nearest first.
 
-        Approximate: callers rescore them from their stored vectors.
+        With the graphs' cosines, approximate (see ``graph.APPROXIMATION``).
         """
         seqs_found: list[Ints] = []
         cosines_found: list[npt.NDArray[np.float64]] = []
@@ -206,10 +208,11 @@ class VectorIndex:
             seqs_found.append(seqs[keep])
             cosines_found.append(cosines[keep])
         if not seqs_found:
-            return np.empty(0, np.int64)
+            return np.empty(0, np.int64), np.empty(0, np.float64)
         seqs = np.concatenate(seqs_found)
-        order = np.argsort(-np.concatenate(cosines_found), kind="stable")
-        return seqs[order[:count]]
+        cosines = np.concatenate(cosines_found)
+        order = np.argsort(-cosines, kind="stable")[:count]
+        return seqs[order], cosines[order]
 
     # --- graph files ---
 
