@@ -28,6 +28,7 @@ def _graph_files_in_a_scratch_cache(tmp_path_factory: pytest.TempPathFactory) ->
     """Stores on a server keep their vector graph files in the user's cache: not the tester's."""
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
 
+
 AnyStore = InMemoryStore | SqlMemoryStore | AsyncOverSync
 StoreFactory = Callable[..., Awaitable[AnyStore]]
 

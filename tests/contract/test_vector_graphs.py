@@ -1,0 +1,275 @@
+"""Vectors in graph files, on a file and on PostgreSQL: a cache of the database, never its truth.
+
+Past ``Tuning.vector_loose`` held vectors a store writes graph files, which
+every process of the machine maps. InMemoryStore is the oracle of every answer
+while files are built, followed by another process, merged, damaged, taken
+from another store, made stale by a reindex, or cannot be written at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from loopctl_memory import (
+    ConsolidationConfig,
+    InMemoryStore,
+    MemoryCategory,
+    MemoryEntry,
+    open_store,
+)
+from loopctl_memory.sql.tuning import Tuning
+from tests.conftest import SHARED_BACKENDS, shared_target
+from tests.contract.test_embeddings import Switchable, _entries, _same_rankings
+
+pytestmark = pytest.mark.parametrize("backend", SHARED_BACKENDS)
+
+IN_GRAPHS = Tuning(vector_loose=8, vector_exact=0)
+HELD = Tuning(vector_loose=10**9)
+
+
+async def _directory(store: Any, target: str | Path) -> Path:
+    """Where ``store`` keeps its graph files."""
+    if isinstance(target, Path):
+        return target.with_name(f"{target.name}-vectors")
+    async with store.engine.connect() as connection:
+        store_id = (await connection.execute(text("SELECT store_id FROM index_state"))).scalar()
+    return Path(os.environ["XDG_CACHE_HOME"]) / "loopctl-memory" / "vectors" / str(store_id)
+
+
+def _manifest(directory: Path) -> dict[str, Any]:
+    return json.loads((directory / "manifest.json").read_text("utf-8"))
+
+
+async def _pair(target, tuning=IN_GRAPHS):
+    embedders = Switchable(), Switchable()
+    store = await open_store(target, embedder=embedders[0], tuning=tuning)
+    return store, InMemoryStore(embedder=embedders[1])
+
+
+async def test_a_store_past_the_held_limit_writes_graphs_that_a_new_process_uses(backend, tmp_path):
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target)
+    try:
+        for first in (0, 20, 40):
+            batch = _entries(first, 20)
+            for each in (store, oracle):
+                await each.store_many(batch)
+            await _same_rankings(store, oracle)
+        directory = await _directory(store, target)
+        graphs = _manifest(directory)["graphs"]
+        assert graphs, "the vectors went into graph files"
+        assert sum(graph["count"] for graph in graphs) == 60
+        assert len(list(directory.glob("*.usearch"))) == len(graphs)
+    finally:
+        await store.close()
+    async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
+        await _same_rankings(again, oracle)
+    assert _manifest(directory)["graphs"] == graphs, "a new process builds nothing"
+
+
+async def test_a_new_process_takes_what_changed_after_the_graphs_from_the_database(
+    backend, tmp_path
+):
+    """Entries rewritten (one left pending), embedded again or removed since the graphs."""
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target)
+    try:
+        batch = _entries(0, 36)
+        for each in (store, oracle):
+            await each.store_many(batch)
+        await _same_rankings(store, oracle)  # the graphs hold all 36
+        for each in (store, oracle):
+            await each.update(batch[5].id, memory="an entirely different note")
+            await each.delete(batch[4].id)
+            each.embedder.broken = True
+            await each.update(batch[3].id, memory="a note left pending")
+            each.embedder.broken = False
+    finally:
+        await store.close()
+    for tuning in (IN_GRAPHS, Tuning(vector_loose=8, vector_exact=0, vector_candidates=16)):
+        async with open_store(target, embedder=Switchable(), tuning=tuning) as again:
+            assert await again.pending_embeddings() == 1
+            await _same_rankings(again, oracle, searched=tuning.vector_candidates < 100)
+
+
+async def test_a_second_process_follows_the_graphs_the_first_one_builds(backend, tmp_path):
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target)
+    async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as second:
+        try:
+            for first in (0, 30):
+                batch = _entries(first, 30)
+                for each in (store, oracle):
+                    await each.store_many(batch)
+                await _same_rankings(store, oracle)  # the first one builds
+                await _same_rankings(second, oracle)  # the second one follows
+            for each in (store, oracle):
+                await each.update((await each.retrieve("note 3 about", 1))[0].id, memory="zz")
+                await each.delete((await each.retrieve("note 40 about", 1))[0].id)
+            await _same_rankings(second, oracle)
+            await _same_rankings(store, oracle)
+        finally:
+            await store.close()
+
+
+async def test_graphs_are_merged_when_there_would_be_more_than_four(backend, tmp_path):
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target)
+    try:
+        counts = []
+        for first in range(0, 120, 12):
+            batch = _entries(first, 12)
+            for each in (store, oracle):
+                await each.store_many(batch)
+            await _same_rankings(store, oracle)
+            counts.append(len(_manifest(await _directory(store, target))["graphs"]))
+        assert max(counts) <= 4
+        assert counts[-1] < max(counts), "the newest graphs were merged"
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "a byte flipped", "removed", "manifest garbled"])
+async def test_damaged_graph_files_are_built_again_and_never_answer(backend, tmp_path, damage):
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target)
+    try:
+        batch = _entries(0, 40)
+        for each in (store, oracle):
+            await each.store_many(batch)
+        await _same_rankings(store, oracle)
+        directory = await _directory(store, target)
+    finally:
+        await store.close()
+    name = _manifest(directory)["graphs"][0]["name"]
+    path = directory / name
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "a byte flipped":
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif damage == "removed":
+        path.unlink()
+    else:
+        (directory / "manifest.json").write_text("{not json", "utf-8")
+    async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
+        await _same_rankings(again, oracle)
+    rebuilt = _manifest(directory)["graphs"]
+    assert rebuilt
+    assert name not in {graph["name"] for graph in rebuilt}
+    assert not path.exists() or damage == "manifest garbled"
+
+
+async def test_another_stores_graphs_are_never_used(backend, tmp_path):
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target)
+    try:
+        batch = _entries(0, 40)
+        for each in (store, oracle):
+            await each.store_many(batch)
+        await _same_rankings(store, oracle)
+        directory = await _directory(store, target)
+        async with store.engine.begin() as connection:  # as if another store were here now
+            await connection.execute(text("UPDATE index_state SET store_id = 'another'"))
+    finally:
+        await store.close()
+    before = _manifest(directory)
+    async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
+        await _same_rankings(again, oracle)
+        moved = await _directory(again, target)
+    assert _manifest(moved)["store_id"] == "another"
+    assert moved != directory or _manifest(moved)["graphs"] != before["graphs"]
+
+
+async def test_a_reindex_makes_the_graphs_stale_and_they_are_built_again(backend, tmp_path):
+    target = await shared_target(backend, tmp_path)
+    config = ConsolidationConfig(merge=True, merge_threshold=0.3)
+    embedders = Switchable(), Switchable()
+    tuning = Tuning(vector_loose=8, vector_exact=0, reindex_above=0)
+    store = await open_store(target, embedder=embedders[0], tuning=tuning, consolidation=config)
+    oracle = InMemoryStore(embedder=embedders[1], consolidation=config)
+    try:
+        entries = [
+            MemoryEntry(MemoryCategory.FACT, f"note {n} about cache {n % 7}", relevance=0.2)
+            for n in range(40)
+        ]
+        for each in (store, oracle):
+            await each.store_many(entries)
+        await _same_rankings(store, oracle)
+        directory = await _directory(store, target)
+        epoch = _manifest(directory)["epoch"]
+        later = _entries(100, 12)
+        for each in (store, oracle):
+            await each.consolidate()  # merges many: their texts rewritten, a reindex
+            await each.store_many(later)
+        await _same_rankings(store, oracle)
+        assert _manifest(directory)["epoch"] == epoch + 1
+    finally:
+        await store.close()
+
+
+async def test_graphs_that_cannot_be_written_leave_every_vector_held(backend, tmp_path):
+    if backend != "sqlite-file":
+        pytest.skip("the place of a file store's graphs is beside it")
+    target = await shared_target(backend, tmp_path)
+    Path(f"{target}-vectors").write_bytes(b"a file where the directory would go")  # noqa: ASYNC240
+    store, oracle = await _pair(target)
+    try:
+        for first in (0, 30):
+            batch = _entries(first, 30)
+            for each in (store, oracle):
+                await each.store_many(batch)
+            await _same_rankings(store, oracle)
+    finally:
+        await store.close()
+
+
+class Points:
+    """Each text ``p<n>`` is point ``n`` of a fixed random set; any other text is a query."""
+
+    name = "fake:points"
+    dims = 24
+
+    def __init__(self, points: np.ndarray) -> None:
+        self._points = points
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self._points[int(t[1:])] for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        seed = int(text.rsplit(maxsplit=1)[-1])
+        return np.random.default_rng(seed).standard_normal(self.dims).astype(np.float32)
+
+
+async def test_searched_graphs_find_nearly_every_exact_neighbour(backend, tmp_path):
+    """Asked for 64 candidates among 3,000, the answers hold at least 95% of numpy's top 10."""
+    target = await shared_target(backend, tmp_path)
+    rng = np.random.default_rng(5)
+    centres = rng.standard_normal((30, 24))
+    points = (centres[rng.integers(0, 30, 3000)] + 0.5 * rng.standard_normal((3000, 24))).astype(
+        np.float32
+    )
+    unit = points / np.linalg.norm(points, axis=1, keepdims=True)
+    tuning = Tuning(vector_loose=100, vector_exact=0, vector_candidates=64)
+    found_share = []
+    async with open_store(target, embedder=Points(points), tuning=tuning) as store:
+        entries = [MemoryEntry(MemoryCategory.FACT, f"p{n}") for n in range(3000)]
+        await store.store_many(entries)
+        index_of = {entry.id: n for n, entry in enumerate(entries)}
+        for seed in random.Random(3).sample(range(10_000), 40):
+            query = Points(points).embed_query(f"q {seed}")
+            scores = unit @ (query / np.linalg.norm(query))
+            exact = set(np.argsort(-scores, kind="stable")[:10].tolist())
+            found = await store.retrieve_scored(f"q {seed}", 10, ranking="vector")
+            assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+            found_share.append(len(exact & {index_of[e.id] for e, _ in found}) / 10)
+    assert np.mean(found_share) >= 0.95
