@@ -45,10 +45,11 @@ async def _directory(store: Any, target: str | Path) -> Path:
 
 
 def _manifest(directory: Path) -> dict[str, Any]:
-    return json.loads((directory / "manifest.json").read_text("utf-8"))
+    found: dict[str, Any] = json.loads((directory / "manifest.json").read_text("utf-8"))
+    return found
 
 
-async def _pair(target, tuning=IN_GRAPHS):
+async def _pair(target: str | Path, tuning: Tuning = IN_GRAPHS) -> tuple[Any, InMemoryStore]:
     embedders = Switchable(), Switchable()
     store = await open_store(target, embedder=embedders[0], tuning=tuning)
     return store, InMemoryStore(embedder=embedders[1])
@@ -87,11 +88,13 @@ async def test_a_new_process_takes_what_changed_after_the_graphs_from_the_databa
             await each.store_many(batch)
         await _same_rankings(store, oracle)  # the graphs hold all 36
         for each in (store, oracle):
+            embedder = each.embedder
+            assert isinstance(embedder, Switchable)
             await each.update(batch[5].id, memory="an entirely different note")
             await each.delete(batch[4].id)
-            each.embedder.broken = True
+            embedder.broken = True
             await each.update(batch[3].id, memory="a note left pending")
-            each.embedder.broken = False
+            embedder.broken = False
     finally:
         await store.close()
     for tuning in (IN_GRAPHS, Tuning(vector_loose=8, vector_exact=0, vector_candidates=16)):

@@ -51,13 +51,7 @@ from loopctl_memory.sql.ranking.indexed import read_indexed
 from loopctl_memory.sql.ranking.query_words import QueryWords
 from loopctl_memory.sql.ranking.vectors import StoreMark, VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
-from loopctl_memory.sql.segments import (
-    Ints,
-    Runs,
-    Segment,
-    Seqs,
-    load_segment,
-)
+from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment
 from loopctl_memory.sql.tail import RewrittenIndex, TailIndex
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.vocabulary import Terms
@@ -452,13 +446,11 @@ class RankingState:
                 "this store's vectors are now by another embedder (reembed replaced this"
                 " one): open the store again with the new one"
             )
-        store_id, epoch = connection.one("SELECT store_id, vector_epoch FROM index_state")
-        mark = StoreMark(str(store_id), int(epoch), self.top, self.change)
+        mark = StoreMark.read(connection, self.top, self.change)
         if self._vectors is None or self._vectors.embedder_id != embedder_id:
-            vectors = VectorIndex(embedder_id, dims, self.graph_home, self.tuning)
-            with connection.backend.reading_once(connection):
-                vectors.load(connection, mark)
-            self._vectors = vectors
+            self._vectors = VectorIndex.loaded(
+                connection, (embedder_id, dims), mark, self.graph_home, self.tuning
+            )
         else:
             self._vectors.refresh_graphs(connection, mark)
         return self._vectors

@@ -59,6 +59,12 @@ class StoreMark:
     change: int
     """The last change-log id this transaction sees."""
 
+    @classmethod
+    def read(cls, connection: Reader, top: int, change: int) -> StoreMark:
+        """The store's identity and epoch, as of ``connection``'s transaction."""
+        store_id, epoch = connection.one("SELECT store_id, vector_epoch FROM index_state")
+        return cls(str(store_id), int(epoch), top, change)
+
 
 class VectorIndex:
     """The vectors by one embedder of every entry up to the state's highest seq."""
@@ -78,6 +84,21 @@ class VectorIndex:
         self.dense: Vectors = np.zeros((1, dims), np.float32)
         """Row ``n``: the vector of seq ``through + n`` (row 0 unused)."""
         self.extra: dict[int, Vectors] = {}
+
+    @classmethod
+    def loaded(
+        cls,
+        connection: Reader,
+        embedder: tuple[int, int],
+        mark: StoreMark,
+        home: GraphHome | None,
+        tuning: Tuning,
+    ) -> VectorIndex:
+        """The vectors by ``embedder`` (its id and dims), read as of ``mark``."""
+        vectors = cls(*embedder, home, tuning)
+        with connection.backend.reading_once(connection):
+            vectors.load(connection, mark)
+        return vectors
 
     # --- reading ---
 
