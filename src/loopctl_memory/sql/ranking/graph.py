@@ -128,6 +128,14 @@ class Graph:
         cosines = 1.0 - np.asarray(found.distances, dtype=np.float64)
         return seqs, cosines
 
+    def vectors(self, seqs: Ints) -> Vectors:
+        """The file's vectors of ``seqs`` (each held by it), as unit rows: approximate."""
+        if not len(seqs):
+            return np.zeros((0, self._index.ndim), np.float32)
+        found = np.stack(self._index.get(seqs.astype(np.uint64), dtype=np.float32))
+        found /= np.linalg.norm(found, axis=1, keepdims=True)
+        return found.astype(np.float32, copy=False)
+
     def close(self) -> None:
         """Unmap the file."""
         with contextlib.suppress(Exception):

@@ -225,8 +225,10 @@ def _hybrid_best(  # noqa: PLR0917 - the retrieval's parts
     )
     for widening in range(_WIDENINGS + 1):
         extra = np.setdiff1d(chosen, near.seqs, assume_unique=True)
-        read = _Near(extra, ranking.graph_cosines(extra), 0.0)
-        pool = _Pool.of(ranking, eligible, _joined(near, read), pending)
+        rough = ranking.vectors.graph_cosines(extra, ranking.query)
+        pool = _Pool.of(
+            ranking, eligible, _joined(near, _Near(extra, rough, APPROXIMATION)), pending
+        )
         bm = by_seq[pool.labels]
         estimate = fusion.fuse(bm, pool.cosines, pool.has_vector, top, span)
 

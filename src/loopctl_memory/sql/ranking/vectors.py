@@ -235,6 +235,16 @@ class VectorIndex:
         order = np.argsort(-cosines, kind="stable")[:count]
         return seqs[order], cosines[order]
 
+    def graph_cosines(self, seqs: Ints, query: Vectors) -> npt.NDArray[np.float64]:
+        """The graphs' cosines of graph-held ``seqs`` with ``query``: approximate."""
+        found = np.empty(len(seqs), np.float64)
+        holders = self.holder[seqs]
+        for number, graph in enumerate(self.graphs):
+            mine = np.flatnonzero(holders == number)
+            if len(mine):
+                found[mine] = graph.vectors(seqs[mine]) @ query
+        return found
+
     # --- graph files ---
 
     def refresh_graphs(self, connection: Reader, mark: StoreMark) -> None:
