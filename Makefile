@@ -35,8 +35,8 @@ BENCH_ARGS ?=
 LIFECYCLE_ARGS ?=
 MCP_ARGS ?=
 BM25_ARGS ?= --sizes 100k,1m
-VECTOR_ARGS ?= --size 100k
-bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust, then scopes and the lifecycle, then MCP recall, the file checks and space, then BM25 speed against the reference ranking and bm25s, then vector and hybrid, then one giant memory; writes benchmarks/RESULTS.md (BENCH_ARGS="--sizes 10k,100k,1m", LIFECYCLE_ARGS="--size 1m", MCP_ARGS="--size 100k", BM25_ARGS="--sizes 100k,1m --no-bm25s", VECTOR_ARGS="--size 100k")
+VECTOR_ARGS ?= --sizes 100k,1m
+bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust, then scopes and the lifecycle, then MCP recall, the file checks and space, then BM25 speed against the reference ranking and bm25s, then vector and hybrid, then one giant memory; writes benchmarks/RESULTS.md (BENCH_ARGS="--sizes 10k,100k,1m", LIFECYCLE_ARGS="--size 1m", MCP_ARGS="--size 100k", BM25_ARGS="--sizes 100k,1m --no-bm25s", VECTOR_ARGS="--sizes 100k,1m")
 	$(BIN)/python -m benchmarks.run --out benchmarks/RESULTS.md $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.lifecycle_bench --out benchmarks/RESULTS.md $(LIFECYCLE_ARGS)
 	$(BIN)/python -m benchmarks.mcp_bench --out benchmarks/RESULTS.md $(MCP_ARGS)

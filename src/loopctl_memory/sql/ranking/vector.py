@@ -91,17 +91,17 @@ class _Ranking:
         nearest, asking for more in proportion to how few of the graphs'
         entries are eligible, with the graphs' approximate cosines.
         """
-        held = self.vectors.graph_seqs(eligible)
-        if len(held) <= max(self.state.tuning.vector_exact, count):
-            return _Near(held, self.graph_cosines(held), 0.0)
-        want = math.ceil(count * self.vectors.graph_count() / len(held))
-        while 2 * want < len(held):
-            seqs, cosines = self.vectors.search(self.query, want, eligible)
-            if len(seqs) >= count or 8 * want >= len(held):
-                order = np.argsort(seqs[:count])
-                return _Near(seqs[:count][order], cosines[:count][order], APPROXIMATION)
-            want *= 4
-        return _Near(held, self.graph_cosines(held), 0.0)
+        held = self.vectors.graph_count_in(eligible)
+        if held > max(self.state.tuning.vector_exact, count):
+            want = math.ceil(count * self.vectors.graph_count() / held)
+            while 2 * want < held:
+                seqs, cosines = self.vectors.search(self.query, want, eligible)
+                if len(seqs) >= count or 8 * want >= held:
+                    order = np.argsort(seqs[:count])
+                    return _Near(seqs[:count][order], cosines[:count][order], APPROXIMATION)
+                want *= 4
+        every = self.vectors.graph_seqs(eligible)
+        return _Near(every, self.graph_cosines(every), 0.0)
 
 
 def top_scored(  # noqa: PLR0917 - the retrieval's arguments

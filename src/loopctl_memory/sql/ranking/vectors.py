@@ -77,6 +77,7 @@ class VectorIndex:
         self.present: Mask = np.zeros(1, np.bool_)
         """Whether the entry at each seq has a vector (a pending one has none)."""
         self.holder: npt.NDArray[np.int16] = np.full(1, -1, np.int16)
+        self._graph_count: int | None = None
         self.graphs: list[Graph] = []
         self._manifest: Manifest | None = None
         self._stamp: tuple[int, int] | None = None
@@ -131,6 +132,7 @@ class VectorIndex:
         chunk = np.array(known, np.int64)
         self.present[chunk] = False
         self.holder[chunk] = -1
+        self._graph_count = None
         for seq in known:
             self.extra.pop(seq, None)
         self._place(stored_rows(connection, self.embedder_id, known))
@@ -204,12 +206,23 @@ class VectorIndex:
 
     def graph_seqs(self, universe: Mask) -> Ints:
         """The seqs of ``universe`` whose current vectors a graph holds, ascending."""
+        if not self.graphs:
+            return np.empty(0, np.int64)
         size = min(len(universe), self.through + 1)
         return np.flatnonzero(universe[:size] & (self.holder[:size] >= 0))
 
     def graph_count(self) -> int:
         """How many entries' current vectors the graphs hold."""
-        return int(np.count_nonzero(self.holder >= 0))
+        if self._graph_count is None:
+            self._graph_count = int(np.count_nonzero(self.holder >= 0))
+        return self._graph_count
+
+    def graph_count_in(self, universe: Mask) -> int:
+        """How many entries of ``universe`` have their current vectors in the graphs."""
+        if not self.graphs:
+            return 0
+        size = min(len(universe), self.through + 1)
+        return int(np.count_nonzero(universe[:size] & (self.holder[:size] >= 0)))
 
     def search(
         self, query: Vectors, count: int, eligible: Mask
@@ -318,6 +331,7 @@ class VectorIndex:
         self._grow(mark.top)
         self.graphs = []
         self.holder[:] = -1
+        self._graph_count = None
         for number, (record, _) in enumerate(manifest.graphs):
             graph = self._home.graph(record, self.dims)
             assert graph is not None  # noqa: S101 - checked by _current_manifest
