@@ -17,12 +17,16 @@ The vectors in graph files are approximate twice (the graph, bytes per
 dimension). A view or filter with few of them (``Tuning.vector_exact``) has
 them all read from the database and scored exactly. Otherwise the graphs give
 ``Tuning.vector_candidates`` entries near the query (more in proportion when a
-view or filter leaves few), which are read and scored exactly; ``hybrid``
-adds the entries of highest BM25 score and widens both until no entry left
-out could beat the answer's last by its bounds, and takes the cosines' range
-from the graphs' nearest and farthest entries. What comes back is then the
-exact answer but for entries the graph search missed (measured: recall@10
-against exact cosine in ``benchmarks/RESULTS.md``); every score is exact.
+view or filter leaves few) with their approximate cosines, within
+:data:`~loopctl_memory.sql.ranking.graph.APPROXIMATION` of the exact ones; only
+those that bound cannot rule out are read and scored exactly. ``hybrid``
+starts from half as many, adds the 64 entries of highest BM25 score, then every
+entry whose BM25 score could still beat the answer's last given the graphs'
+lowest candidate, and asks the graphs for more while a cosine alone could; it
+takes the cosines' range from the graphs' nearest and farthest entries. What
+comes back is then the exact answer but for entries the graph search missed
+(measured: recall@10 against exact answers in ``benchmarks/RESULTS.md``);
+every score is exact.
 """
 
 from __future__ import annotations
@@ -126,6 +130,7 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments
     count = max(state.tuning.vector_candidates, limit)
     if lexical is None:
         return _vector_best(ranking, eligible, count, limit)
+    count = max(count // 2, limit)  # hybrid widens when its bound needs more
     near = ranking.near(ranking.universe, count)
     span = _span(ranking, near)
     if allowed is not None:
