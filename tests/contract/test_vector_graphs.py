@@ -276,3 +276,26 @@ async def test_searched_graphs_find_nearly_every_exact_neighbour(backend, tmp_pa
             assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
             found_share.append(len(exact & {index_of[e.id] for e, _ in found}) / 10)
     assert np.mean(found_share) >= 0.95
+
+
+async def test_a_build_cut_short_leaves_nothing_that_answers(backend, tmp_path):
+    """What a process killed while building leaves (a half-written file) is never read."""
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target)
+    try:
+        batch = _entries(0, 20)
+        for each in (store, oracle):
+            await each.store_many(batch)
+        await _same_rankings(store, oracle)
+        directory = await _directory(store, target)
+        half = directory / "graph-0123456789abcdef0123456789abcdef.usearch.tmp"
+        half.write_bytes(b"\x00" * 1000)
+        later = _entries(20, 20)
+        for each in (store, oracle):
+            await each.store_many(later)
+        await _same_rankings(store, oracle)  # builds another graph: the manifest is replaced
+        assert not half.exists(), "a new manifest clears what a build cut short left"
+    finally:
+        await store.close()
+    async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
+        await _same_rankings(again, oracle)
