@@ -44,6 +44,12 @@ async def _directory(store: Any, target: str | Path) -> Path:
     return Path(os.environ["XDG_CACHE_HOME"]) / "loopctl-memory" / "vectors" / str(store_id)
 
 
+async def _both(store: Any, oracle: InMemoryStore, entries: list[MemoryEntry]) -> None:
+    """Store ``entries`` in the store and in the oracle."""
+    for each in (store, oracle):
+        await each.store_many(entries)
+
+
 def _manifest(directory: Path) -> dict[str, Any]:
     found: dict[str, Any] = json.loads((directory / "manifest.json").read_text("utf-8"))
     return found
@@ -60,9 +66,7 @@ async def test_a_store_past_the_held_limit_writes_graphs_that_a_new_process_uses
     store, oracle = await _pair(target)
     try:
         for first in (0, 20, 40):
-            batch = _entries(first, 20)
-            for each in (store, oracle):
-                await each.store_many(batch)
+            await _both(store, oracle, _entries(first, 20))
             await _same_rankings(store, oracle)
         directory = await _directory(store, target)
         graphs = _manifest(directory)["graphs"]
@@ -84,8 +88,7 @@ async def test_a_new_process_takes_what_changed_after_the_graphs_from_the_databa
     store, oracle = await _pair(target)
     try:
         batch = _entries(0, 36)
-        for each in (store, oracle):
-            await each.store_many(batch)
+        await _both(store, oracle, batch)
         await _same_rankings(store, oracle)  # the graphs hold all 36
         for each in (store, oracle):
             embedder = each.embedder
@@ -109,9 +112,7 @@ async def test_a_second_process_follows_the_graphs_the_first_one_builds(backend,
     async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as second:
         try:
             for first in (0, 30):
-                batch = _entries(first, 30)
-                for each in (store, oracle):
-                    await each.store_many(batch)
+                await _both(store, oracle, _entries(first, 30))
                 await _same_rankings(store, oracle)  # the first one builds
                 await _same_rankings(second, oracle)  # the second one follows
             for each in (store, oracle):
@@ -129,9 +130,7 @@ async def test_graphs_are_merged_when_there_would_be_more_than_four(backend, tmp
     try:
         counts = []
         for first in range(0, 120, 12):
-            batch = _entries(first, 12)
-            for each in (store, oracle):
-                await each.store_many(batch)
+            await _both(store, oracle, _entries(first, 12))
             await _same_rankings(store, oracle)
             counts.append(len(_manifest(await _directory(store, target))["graphs"]))
         assert max(counts) <= 4
@@ -145,9 +144,7 @@ async def test_damaged_graph_files_are_built_again_and_never_answer(backend, tmp
     target = await shared_target(backend, tmp_path)
     store, oracle = await _pair(target)
     try:
-        batch = _entries(0, 40)
-        for each in (store, oracle):
-            await each.store_many(batch)
+        await _both(store, oracle, _entries(0, 40))
         await _same_rankings(store, oracle)
         directory = await _directory(store, target)
     finally:
@@ -176,9 +173,7 @@ async def test_another_stores_graphs_are_never_used(backend, tmp_path):
     target = await shared_target(backend, tmp_path)
     store, oracle = await _pair(target)
     try:
-        batch = _entries(0, 40)
-        for each in (store, oracle):
-            await each.store_many(batch)
+        await _both(store, oracle, _entries(0, 40))
         await _same_rankings(store, oracle)
         directory = await _directory(store, target)
         async with store.engine.begin() as connection:  # as if another store were here now
@@ -228,9 +223,7 @@ async def test_graphs_that_cannot_be_written_leave_every_vector_held(backend, tm
     store, oracle = await _pair(target)
     try:
         for first in (0, 30):
-            batch = _entries(first, 30)
-            for each in (store, oracle):
-                await each.store_many(batch)
+            await _both(store, oracle, _entries(first, 30))
             await _same_rankings(store, oracle)
     finally:
         await store.close()
@@ -283,9 +276,7 @@ async def test_a_build_cut_short_leaves_nothing_that_answers(backend, tmp_path):
     target = await shared_target(backend, tmp_path)
     store, oracle = await _pair(target)
     try:
-        batch = _entries(0, 20)
-        for each in (store, oracle):
-            await each.store_many(batch)
+        await _both(store, oracle, _entries(0, 20))
         await _same_rankings(store, oracle)
         directory = await _directory(store, target)
         half = directory / "graph-0123456789abcdef0123456789abcdef.usearch.tmp"
