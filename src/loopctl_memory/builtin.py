@@ -120,6 +120,9 @@ class InMemoryStore:
         # Each entry's vector with the memory text it was made from: one made from
         # another text (the memory changed since) is no vector, and the entry pending.
         self._vectors: dict[uuid.UUID, tuple[str, Vectors]] = {}
+        # Whether a write fills pending entries: not once the embedder failed on them,
+        # until another embedding fails (as the SQL stores do).
+        self._retry_pending = True
         self._query_vectors = QueryVectors()
         # The embedder a reembed makes vectors with, and those it made (to resume).
         self._reembedding: tuple[str, dict[uuid.UUID, tuple[str, Vectors]]] = ("", {})
@@ -166,10 +169,14 @@ class InMemoryStore:
         for number, made in enumerate(calls):
             chunk = checked[number * EMBED_BATCH : (number + 1) * EMBED_BATCH]
             self._keep_vectors(chunk, made)
-        if calls and all(made is not None for made in calls):  # all worked: fill some pending
+        if any(made is None for made in calls):
+            self._retry_pending = True
+        elif calls and self._retry_pending:  # all worked: fill some pending
             pending = self._pending()[: min(len(checked), EMBED_BATCH)]
             if pending:
-                self._keep_vectors(pending, await self._try_embed(pending))
+                made = await self._try_embed(pending)
+                self._keep_vectors(pending, made)
+                self._retry_pending = made is not None
 
     async def _try_embed(self, entries: list[MemoryEntry]) -> Vectors | None:
         """The vectors of ``entries``' memories; None with no embedder or when it fails."""
@@ -539,7 +546,9 @@ class InMemoryStore:
             if entry.id == entry_id:
                 self._entries[index] = updated = changed(entry)
                 if updated.memory != entry.memory:  # its vector is of the old text: make another
-                    self._keep_vectors([updated], await self._try_embed([updated]))
+                    made = await self._try_embed([updated])
+                    self._keep_vectors([updated], made)
+                    self._retry_pending = self._retry_pending or made is None
                 return copy_entry(updated)
         changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid values fail for any id
         return None

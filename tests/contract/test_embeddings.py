@@ -287,3 +287,35 @@ async def test_a_big_write_goes_to_the_embedder_in_calls_and_only_a_failed_call_
         await target.store_many(late)
         assert await target.pending_embeddings() == 253
         assert embedder.document_calls - before == 2
+
+
+class RefusesPoison(WordsEmbedder):
+    """Fails every call given a memory with the word "poison" in it."""
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if any("poison" in text for text in texts):
+            self.document_calls += 1
+            raise ValueError("this text is refused")
+        return super().embed_documents(texts)
+
+
+async def test_a_text_the_embedder_always_refuses_is_not_retried_by_every_write(store_factory):
+    """After the embedder fails on the pending entries again, writes stop trying them until
+    another embedding fails; ``embed_pending`` still tries whenever asked."""
+    embedders = RefusesPoison(), RefusesPoison()
+    store = await store_factory(embedder=embedders[0])
+    oracle = InMemoryStore(embedder=embedders[1])
+    for target, embedder in zip((store, oracle), embedders, strict=True):
+        before = embedder.document_calls  # a scoped view's store was filled with it
+        await target.store(MemoryEntry(MemoryCategory.FACT, "a poison note"))
+        assert embedder.document_calls - before == 1
+        for entry in _entries(0, 5):
+            await target.store(entry)
+        assert embedder.document_calls - before == 1 + 2 + 4  # the first good write retried
+        await target.store(MemoryEntry(MemoryCategory.FACT, "more poison"))
+        await target.store(_entries(5, 1)[0])
+        assert embedder.document_calls - before == 7 + 1 + 2  # a new failure: one more retry
+        with pytest.raises(EmbedderError, match="this text is refused"):
+            await target.embed_pending()
+        assert embedder.document_calls - before == 11
+        assert await target.pending_embeddings() == 2

@@ -111,7 +111,10 @@ class EmbeddingOperations(StorePart):
 
         Best effort: the write is committed, so a failure here only leaves them pending.
         Only while some may wait (this process saw an embedding fail, or has not
-        looked since it opened): looking costs a pass over the entries.
+        looked since it opened): looking costs a pass over the entries. When the
+        embedder fails on them again, later writes stop trying until another
+        embedding fails: a text it always refuses would otherwise cost every
+        write a call (``embed_pending`` still tries them whenever asked).
         """
         shared = self._shared
         if not shared.maybe_pending:
@@ -119,7 +122,9 @@ class EmbeddingOperations(StorePart):
         try:
             if not await self._fill(min(written, embedding.EMBED_BATCH), every=False):
                 shared.maybe_pending = False
-        except (EmbedderError, StorageError):
+        except EmbedderError:
+            shared.maybe_pending = False
+        except StorageError:
             return
 
     async def recorded_embedder(self) -> RecordedEmbedder | None:
