@@ -149,10 +149,6 @@ class GraphHome:
             return None
         return found.st_ino, found.st_mtime_ns
 
-    def path(self, name: str) -> Path:
-        """The path of a graph file the manifest names."""
-        return self.directory / name
-
     def new_path(self) -> Path:
         """A path for a new graph file, unused by any process."""
         return self.directory / f"graph-{uuid.uuid4().hex}{_SUFFIX}"

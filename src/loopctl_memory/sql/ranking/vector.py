@@ -76,6 +76,18 @@ class _Ranking:
     query: Vectors
     universe: Mask
     """Live entries of the view with a vector (the statistics' entries)."""
+    _held: tuple[Ints, Floats] | None = None
+
+    def held(self) -> tuple[Ints, Floats]:
+        """The universe's seqs held in this process (ascending) and their binary32 cosines.
+
+        One pass a retrieval: the cosines' range and every candidate pool take theirs from it.
+        """
+        if self._held is None:
+            seqs = self.vectors.loose_seqs(self.universe)
+            rough = self.vectors.rough_cosines(seqs, self.query).astype(np.float64)
+            self._held = (seqs, rough)
+        return self._held
 
     def graph_cosines(self, seqs: Ints) -> Floats:
         """The exact cosines of graph-held ``seqs`` (ascending), from their stored vectors."""
@@ -165,8 +177,9 @@ class _Pool:
     @classmethod
     def of(cls, ranking: _Ranking, eligible: Mask, near: _Near, others: Ints) -> _Pool:
         """Every eligible entry held in this process, ``near``, and ``others`` (no vector)."""
-        loose = ranking.vectors.loose_seqs(eligible)
-        rough = ranking.vectors.rough_cosines(loose, ranking.query).astype(np.float64)
+        seqs, cosines = ranking.held()
+        keep = eligible[seqs]
+        loose, rough = seqs[keep], cosines[keep]
         bound = embedding.error_bound(len(ranking.query))
         labels = np.concatenate([loose, near.seqs, others])
         order = np.argsort(labels, kind="stable")
@@ -295,9 +308,8 @@ def _span(ranking: _Ranking, near: _Near) -> tuple[float, float]:
     bound = embedding.error_bound(len(ranking.query))
     lows: list[float] = []
     highs: list[float] = []
-    loose = ranking.vectors.loose_seqs(ranking.universe)
+    loose, rough = ranking.held()
     if len(loose):
-        rough = ranking.vectors.rough_cosines(loose, ranking.query).astype(np.float64)
         low, high = _exact_range(rough, bound, lambda rows: ranking.loose_cosines(loose[rows]))
         lows.append(low)
         highs.append(high)

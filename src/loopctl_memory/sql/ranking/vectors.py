@@ -138,12 +138,9 @@ class VectorIndex:
         self._place(stored_rows(connection, self.embedder_id, known))
 
     def _place(self, rows: Sequence[Any]) -> None:
-        held = list(rows)
-        if not held:
+        seqs, vectors = _decoded(rows, self.dims)
+        if not len(seqs):
             return
-        seqs = np.fromiter((int(row[0]) for row in held), np.int64, len(held))
-        blob = b"".join(bytes(row[1]) for row in held)
-        vectors = np.frombuffer(blob, "<f4").reshape(len(held), self.dims)
         above = seqs > self.through
         self.dense[seqs[above] - self.through] = vectors[above]
         for seq, vector in zip(seqs[~above].tolist(), vectors[~above], strict=True):
@@ -415,9 +412,7 @@ def stored_vectors(
 ) -> tuple[Ints, Vectors]:
     """The seqs of ``seqs`` with a stored vector (ascending) and those vectors."""
     rows = sorted(stored_rows(connection, embedder_id, seqs.tolist()), key=lambda row: int(row[0]))
-    found = np.fromiter((int(row[0]) for row in rows), np.int64, len(rows))
-    blob = b"".join(bytes(row[1]) for row in rows)
-    return found, np.frombuffer(blob, "<f4").reshape(len(rows), dims)
+    return _decoded(rows, dims)
 
 
 def _in_batches(seqs: Ints, vectors_of: Any) -> Iterator[tuple[Ints, Vectors]]:
@@ -434,9 +429,15 @@ def _stored_batches(
         (embedder_id, after, through),
         _ROWS_PER_FETCH * 8,
     ):
-        seqs = np.fromiter((int(row[0]) for row in rows), np.int64, len(rows))
-        blob = b"".join(bytes(row[1]) for row in rows)
-        yield seqs, np.frombuffer(blob, "<f4").reshape(len(rows), dims)
+        yield _decoded(rows, dims)
+
+
+def _decoded(rows: Sequence[Any], dims: int) -> tuple[Ints, Vectors]:
+    """(seq, vector column) rows as their seqs and a matrix of their binary32 vectors."""
+    held = list(rows)
+    seqs = np.fromiter((int(row[0]) for row in held), np.int64, len(held))
+    blob = b"".join(bytes(row[1]) for row in held)
+    return seqs, np.frombuffer(blob, "<f4").reshape(len(held), dims)
 
 
 def _grown(values: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
