@@ -13,17 +13,11 @@ from typing import IO, Any, NoReturn
 import click
 
 from loopctl_memory.cli import entries, maintenance, schema, serve, transfer, vectors
+from loopctl_memory.cli.global_options import add_to_command, add_to_group, check_scope
 from loopctl_memory.cli.messages import example, one_line
-from loopctl_memory.cli.names import (
-    DB_ENVVAR,
-    EMBEDDER_ENVVAR,
-    PROG,
-    RANKING_ENVVAR,
-    SCOPE_ENVVAR,
-)
+from loopctl_memory.cli.names import DB_ENVVAR, PROG
 from loopctl_memory.cli.settings import Settings
 from loopctl_memory.errors import LoopMemoryError, StorageError
-from loopctl_memory.rankings import RANKINGS
 
 
 class _UsageError(click.UsageError):
@@ -39,6 +33,11 @@ def _reraise_usage(exc: click.UsageError) -> NoReturn:
     if isinstance(exc, click.exceptions.NoArgsIsHelpError | _UsageError):
         raise exc
     raise _UsageError(exc.format_message(), exc.ctx) from None
+
+
+def _debug(ctx: click.Context) -> bool:
+    """Whether ``--debug`` was given, before or after the command."""
+    return bool(ctx.params.get("debug")) or (isinstance(ctx.obj, Settings) and ctx.obj.debug)
 
 
 class _Cli(click.Group):
@@ -57,7 +56,6 @@ class _Cli(click.Group):
             _reraise_usage(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
-        debug = bool(ctx.params.get("debug"))
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
@@ -65,7 +63,7 @@ class _Cli(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except LoopMemoryError as exc:
-            if debug:
+            if _debug(ctx):
                 raise
             message = str(exc)
             if isinstance(exc, StorageError) and isinstance(ctx.obj, Settings):
@@ -73,12 +71,12 @@ class _Cli(click.Group):
                 message += f" (database from {ctx.obj.source}; check it or pass --db)"
             raise click.ClickException(one_line(message)) from exc
         except OSError as exc:
-            if debug or exc.errno == errno.EPIPE:
+            if _debug(ctx) or exc.errno == errno.EPIPE:
                 raise
             where = f": {exc.filename}" if exc.filename is not None else ""
             raise click.ClickException(one_line(f"{exc.strerror or exc}{where}")) from exc
         except Exception as exc:
-            if debug:
+            if _debug(ctx):
                 raise
             raise click.ClickException(
                 one_line(f"unexpected {type(exc).__name__}: {exc}")
@@ -94,49 +92,6 @@ class _Cli(click.Group):
         f'{PROG} search "make test" --limit 5',
     ),
 )
-@click.option(
-    "--db",
-    metavar="PATH|URL",
-    envvar=DB_ENVVAR,
-    show_envvar=True,
-    help="The database: a SQLite file, ':memory:', or a URL "
-    "(sqlite+aiosqlite:///..., postgresql+asyncpg://...). "
-    "Default: memory.db in the user data directory.",
-)
-@click.option(
-    "--scope",
-    metavar="NAME",
-    envvar=SCOPE_ENVVAR,
-    show_envvar=True,
-    help="Work in this scope ('acme/support/agent-7'): its memories only; "
-    "`export`, `stats` and `scopes` cover the scopes below it too. Default: the root.",
-)
-@click.option(
-    "--read-only",
-    is_flag=True,
-    help="Open the database without writing anything (a read-only file, mount or "
-    "directory): reads work, writes are refused.",
-)
-@click.option(
-    "--ranking",
-    type=click.Choice(RANKINGS),
-    envvar=RANKING_ENVVAR,
-    show_envvar=True,
-    help="The default ranking: 'reference' (loopctl 0.1.0's score; the default of `search`), "
-    "'bm25' (Lucene BM25; the default of the MCP tool `recall` without an embedder), "
-    "'vector' (cosine of the embedder's vectors) or 'hybrid' (BM25 and cosine fused; "
-    "`recall`'s default with an embedder). `search --ranking` chooses for one search.",
-)
-@click.option(
-    "--embedder",
-    metavar="SPEC",
-    envvar=EMBEDDER_ENVVAR,
-    show_envvar=True,
-    help="The embedder that makes the vectors: 'sentence-transformers:MODEL', "
-    "'fastembed:MODEL', 'openai:MODEL', 'ollama:MODEL' or 'python:MODULE:NAME'; "
-    "'none' for no embedder. Default: the one `init --embedder` recorded in the database.",
-)
-@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 @click.version_option(package_name="loopctl-memory", prog_name=PROG)
 @click.pass_context
 def cli(
@@ -150,14 +105,8 @@ def cli(
     debug: bool,
 ) -> None:
     """Durable memory for agent loops: store, search and maintain memories."""
-    del debug  # read by _Cli.invoke, which handles the errors
     if scope:
-        from loopctl_memory.scopes import check_name
-
-        try:
-            check_name(scope)
-        except LoopMemoryError as exc:
-            raise click.BadParameter(str(exc), ctx=ctx, param_hint="'--scope'") from None
+        check_scope(ctx, scope)
     given = ctx.get_parameter_source("db")
     if not db:
         source = "the default location"
@@ -172,9 +121,11 @@ def cli(
         read_only=read_only,
         ranking=ranking or None,
         embedder=embedder or None,
+        debug=debug,
     )
 
 
+add_to_group(cli)
 for command in (
     schema.init,
     schema.migrate_command,
@@ -193,6 +144,7 @@ for command in (
     transfer.import_command,
     serve.mcp,
 ):
+    add_to_command(command)
     cli.add_command(command)
 
 

@@ -40,6 +40,8 @@ class Settings:
     """The default ranking ``--ranking`` chose (None: not given, each command keeps its own)."""
     embedder: str | None = None
     """``--embedder``'s spec, or ``none`` (None: not given, the one the store recorded)."""
+    debug: bool = False
+    """Show the traceback of an error (``--debug``)."""
 
     def embedder_option(self) -> str | None:
         """The ``embedder`` option of ``open_store``: the spec given, none, or the recorded one."""
