@@ -74,3 +74,8 @@ def test_a_sqlite_url_works_like_a_path(invoke, tmp_path):
     target = tmp_path / "url.db"
     assert 0 == invoke("--db", f"sqlite+aiosqlite:///{target}", "add", "x", "-c", "fact").exit_code
     assert 1 == len(stored_entries(target))
+
+
+def test_a_directory_as_the_database_is_one_line_saying_so(invoke, tmp_path):
+    line = assert_fails(invoke("--db", tmp_path, "stats"), 1, "is a directory, not a database file")
+    assert str(tmp_path) in line

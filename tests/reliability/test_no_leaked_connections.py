@@ -47,18 +47,22 @@ def few_thread_switches() -> Iterator[None]:
 
 
 def _unopenable(tmp_path: Path, kind: str) -> Path:
-    if kind == "missing directory":
-        return tmp_path / "no" / "such" / "dir" / "memory.db"
-    directory = tmp_path / "a directory"
-    directory.mkdir()
-    return directory
+    """A path the store only finds unopenable once aiosqlite's thread has tried it."""
+    path = tmp_path / "memory.db"
+    if kind == "a symlink loop":
+        path.symlink_to(path)
+    else:
+        path.write_bytes(b"not a database" * 512)
+    return path
 
 
-@pytest.mark.parametrize("kind", ["missing directory", "a directory"])
+@pytest.mark.parametrize(
+    ("kind", "message"), [("a symlink loop", "unable to open"), ("not a database", "not a database")]
+)
 async def test_a_failed_open_stops_every_worker_thread_before_it_raises(
-    tmp_path: Path, made: list[aiosqlite.core.Connection], kind: str
+    tmp_path: Path, made: list[aiosqlite.core.Connection], kind: str, message: str
 ) -> None:
-    with pytest.raises(StorageError, match="unable to open"):
+    with pytest.raises(StorageError, match=message):
         await open_store(_unopenable(tmp_path, kind))
     assert made, "the open never reached aiosqlite"
     assert [] == [connection for connection in made if connection._thread.is_alive()]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, errors, open_store
+from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, errors, migrate, open_store
 from loopctl_memory.errors import LoopMemoryError
 from loopctl_memory.sql.backend import sqlite as backend
 from loopctl_memory.sql.engine import resolve_target
@@ -37,8 +37,18 @@ async def test_a_corrupt_database_raises_storage_error_and_is_untouched(tmp_path
 
 
 async def test_a_missing_directory_raises_storage_error(tmp_path):
-    with pytest.raises(StorageError, match="unable to open"):
-        await open_store(tmp_path / "no" / "such" / "dir" / "memory.db")
+    missing = tmp_path / "no" / "such" / "dir"
+    with pytest.raises(StorageError, match=f"the directory {missing} does not exist"):
+        await open_store(missing / "memory.db")
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_a_directory_is_refused_as_one_not_as_a_file_sqlite_cannot_open(tmp_path, read_only):
+    with pytest.raises(StorageError, match=f"{tmp_path} is a directory, not a database file"):
+        await open_store(tmp_path, read_only=read_only)
+    with pytest.raises(StorageError, match="is a directory"):
+        await migrate.migrate_to(tmp_path)
+    assert [] == list(tmp_path.iterdir())
 
 
 async def test_an_unsupported_url_raises_storage_error():

@@ -118,7 +118,18 @@ def create_engine(
     advisory lock, so writers queue (up to ``busy_timeout``) as on SQLite.
     ``read_only``: the database is opened so that nothing can be written (see
     the backends' :meth:`~loopctl_memory.sql.backend.Backend.read_only_url`).
+
+    Raises:
+        StorageError: the SQLite file named is a directory, or in a directory that does not exist.
+
     """
+    file = target.sqlite_file
+    if file is not None and file.is_dir():
+        raise StorageError(
+            f"{file} is a directory, not a database file: name a file, such as {file / 'memory.db'}"
+        )
+    if file is not None and not file.parent.is_dir():
+        raise StorageError(f"cannot open {file}: the directory {file.parent} does not exist")
     backend = target.backend
     options = backend.engine_options(
         memory=target.is_memory,
