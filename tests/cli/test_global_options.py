@@ -1,4 +1,4 @@
-"""The global options work after the command as before it: ``mcp --db m.db`` is ``--db m.db mcp``."""
+"""The global options work after the command as before: ``mcp --db m.db`` is ``--db m.db mcp``."""
 
 from __future__ import annotations
 

@@ -57,7 +57,8 @@ def _unopenable(tmp_path: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("kind", "message"), [("a symlink loop", "unable to open"), ("not a database", "not a database")]
+    ("kind", "message"),
+    [("a symlink loop", "unable to open"), ("not a database", "not a database")],
 )
 async def test_a_failed_open_stops_every_worker_thread_before_it_raises(
     tmp_path: Path, made: list[aiosqlite.core.Connection], kind: str, message: str

@@ -1,7 +1,7 @@
-"""The global options (``--db``, ``--scope``, ``--read-only``, ``--ranking``, ``--embedder``,
-``--debug``): before the command or after it.
+"""The global options, before the command or after it.
 
-Each is accepted before the command (``loopctl-memory --db m.db mcp``) and
+Each of ``--db``, ``--scope``, ``--read-only``, ``--ranking``, ``--embedder``
+and ``--debug`` is accepted before the command (``loopctl-memory --db m.db mcp``) and
 after it (``loopctl-memory mcp --db m.db``), with the same meaning; given in
 both places, the one after the command wins. The command group reads the
 environment variables; a command's copy only takes what is typed after it.
@@ -69,9 +69,7 @@ def add_to_group(group: click.Group) -> None:
 def add_to_command(command: click.Command) -> None:
     """Let ``command`` take the global options after its name, unless it has one of that name."""
     own = {name for param in command.params for name in param.opts}
-    command.params += [
-        option for option in _options(on_group=False) if not own & set(option.opts)
-    ]
+    command.params += [option for option in _options(on_group=False) if not own & set(option.opts)]
 
 
 def check_scope(ctx: click.Context, scope: str) -> None:
