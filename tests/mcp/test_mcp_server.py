@@ -23,6 +23,9 @@ async def test_lists_six_tools_with_schemas_a_model_can_follow(db):
     assert TOOLS == set(tools)
     for tool in tools.values():
         assert tool.description
+        assert tool.description == tool.description.strip()
+        # No line keeps the indentation of the source the text came from.
+        assert not any(line.startswith(" ") for line in tool.description.splitlines())
         assert tool.input_schema["type"] == "object"
     remember = tools["remember"].input_schema["properties"]
     assert "insight" == remember["category"]["default"]

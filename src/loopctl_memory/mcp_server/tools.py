@@ -13,10 +13,11 @@ stdout; the SDK's logs go to stderr. The transport is :mod:`loopctl_memory.mcp_s
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Callable
 from importlib.metadata import version
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -36,6 +37,8 @@ from loopctl_memory.scopes import relative
 from loopctl_memory.sql.opening import RECORDED, open_store
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.when import moment
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 RECALL_LIMIT = 50
 """The most memories one ``recall`` returns: a model's context is the budget."""
@@ -196,7 +199,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
 
     reads = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
 
-    @server.tool(annotations=reads)
+    @_tool(server, reads)
     async def remember(
         memory: Annotated[str, Field(description="What was learned, in one or two sentences.")],
         *,
@@ -288,7 +291,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
 
     _add_recall(server, recall, offered, reads)
 
-    @server.tool(annotations=reads)
+    @_tool(server, reads)
     async def update_memory(
         id: EntryId,
         *,
@@ -330,7 +333,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
                 raise ToolError(f"no memory with id {entry_id}")
             return _memory(found)
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
+    @_tool(server, ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     async def forget_memory(id: EntryId, scope: Scope = None) -> Forgotten:
         """Delete a memory that is wrong or no longer true."""
         entry_id = _entry_id(id)
@@ -339,7 +342,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
                 raise ToolError(f"no memory with id {entry_id}")
             return Forgotten(forgotten=str(entry_id))
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    @_tool(server, ToolAnnotations(destructive_hint=True))
     async def consolidate(
         full: Annotated[
             bool,
@@ -360,7 +363,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
                 merged=stats.merged,
             )
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @_tool(server, ToolAnnotations(read_only_hint=True))
     async def memory_stats(scope: Scope = None) -> Stats:
         """Count the memories: in all, by category, and by scope (this one and those below)."""
         with _tool_errors():
@@ -411,6 +414,18 @@ class _tool_errors:  # noqa: N801 - reads as a statement: `with _tool_errors():`
             raise ToolError(message[0] if message else type(error).__name__) from error
 
 
+def _tool(server: MCPServer, hints: ToolAnnotations) -> Callable[[F], F]:
+    """Register a tool whose description is its docstring without the source's indentation."""
+
+    def register(function: F) -> F:
+        server.tool(annotations=hints, description=inspect.cleandoc(function.__doc__ or ""))(
+            function
+        )
+        return function
+
+    return register
+
+
 def _add_recall(
     server: MCPServer, recall: Callable[..., Any], offered: list[str], hints: ToolAnnotations
 ) -> None:
@@ -419,7 +434,7 @@ def _add_recall(
     Set here as an object: a string annotation could not name ``build_server``'s locals.
     """
     recall.__annotations__["ranking"] = _ranking_schema(offered)
-    server.tool(annotations=hints)(recall)
+    _tool(server, hints)(recall)
 
 
 def _ranking_schema(offered: list[str]) -> Any:
