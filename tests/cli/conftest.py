@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
@@ -52,6 +53,21 @@ def on_db(invoke: Invoke, db: Path) -> Invoke:
         return invoke("--db", db, *args, input=input)
 
     return run
+
+
+def json_score(score: float, ranking: str = "reference") -> float:
+    """What ``search --json`` prints for a score the library gave: a binary32 score
+    (reference, vector) as the shortest decimal that reads back as it, a binary64
+    one (bm25, hybrid) whole."""
+    if ranking in {"bm25", "hybrid"}:
+        return score
+    single = np.float32(score)
+    assert float(single) == score, "a binary32 ranking gave a score that is not binary32"
+    return next(
+        float(text)
+        for text in (f"{score:.{digits}g}" for digits in range(1, 10))
+        if np.float32(float(text)) == single
+    )
 
 
 def store_entries(target: Path | str, entries: Sequence[MemoryEntry]) -> None:

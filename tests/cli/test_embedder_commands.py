@@ -18,6 +18,8 @@ import pytest
 from loopctl_memory import open_store
 from tests.embedders import fake_provider
 
+from .conftest import json_score
+
 SPEC = "fastembed:fake-words"
 NEXT = "fastembed:fake-next"
 CODE = "python:tests.embedders:WordsEmbedder"
@@ -32,7 +34,7 @@ def _library_search(db: Path, query: str, ranking: str) -> list[tuple[str, float
     async def work() -> list[tuple[str, float]]:
         async with open_store(db, embedder=SPEC) as store:
             found = await store.retrieve_scored(query, 10, ranking=ranking)
-        return [(str(entry.id), score) for entry, score in found]
+        return [(str(entry.id), json_score(score, ranking)) for entry, score in found]
 
     return asyncio.run(work())
 

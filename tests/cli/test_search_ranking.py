@@ -23,7 +23,7 @@ from tests.deploy_memories import (
     UNRELATED,
 )
 
-from .conftest import assert_fails, store_entries
+from .conftest import assert_fails, json_score, store_entries
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def library(
     async def work() -> list[tuple[str, float]]:
         async with open_store(db, migrate=False) as store:
             found = await store.retrieve_scored(query, 10, ranking=ranking, filter=passes)
-            return [(entry.memory, score) for entry, score in found]
+            return [(entry.memory, json_score(score, ranking)) for entry, score in found]
 
     return asyncio.run(work())
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, open_store
@@ -16,7 +17,7 @@ from loopctl_memory.cli.rendering import format_score
 from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.sql.store import SqlMemoryStore
 
-from .conftest import assert_fails, store_entries, stored_entries
+from .conftest import assert_fails, json_score, store_entries, stored_entries
 
 LONG = (
     "database is locked under concurrent writers: a deferred transaction that upgrades "
@@ -140,7 +141,10 @@ def test_the_blocks_never_read_memories_as_markup(on_db, db, monkeypatch):
 
 @pytest.mark.usefixtures("long_entry")
 def test_search_json_gives_each_entry_its_score_from_retrieve_scored(on_db, db):
-    expected = [entry_to_dict(entry) | {"score": score} for entry, score in scored(db, "database")]
+    expected = [
+        entry_to_dict(entry) | {"score": json_score(score)}
+        for entry, score in scored(db, "database")
+    ]
     result = on_db("search", "database", "--json")
     assert 0 == result.exit_code, result.output
     assert expected == json.loads(result.stdout)
@@ -309,3 +313,25 @@ def test_a_prefix_that_is_not_four_hex_digits_is_a_usage_error(on_db, command, g
     options = ["-r", "0.5"] if command == "update" else []
     line = assert_fails(on_db(command, given, *options), 2, f"{given!r} is not a memory id")
     assert f"(see 'loopctl-memory {command} --help')" in line
+
+
+# --- numbers for people, and exact ones in JSON ---
+
+
+def test_json_gives_a_binary32_score_in_its_shortest_form(on_db, db):
+    store_entries(db, [fact("alpha beta", relevance=0.85)])
+    result = on_db("search", "alpha zeta", "--json")
+    assert 0 == result.exit_code, result.output
+    assert '"score": 0.725' in result.stdout  # 0.85*0.5 + 0.4/2 + 0.1, in binary32
+    assert "0.7250000238418579" not in result.stdout
+
+
+def test_a_decayed_relevance_shows_four_digits_in_the_table_and_whole_in_json(on_db, db):
+    decayed = float(np.float32(0.9999827742576599))
+    store_entries(db, [fact("alpha beta", relevance=decayed, id=TWINS[0])])
+    for shown in (on_db("search", "alpha"), on_db("get", str(TWINS[0]))):
+        assert 0 == shown.exit_code, shown.output
+        assert "0.99998" not in shown.stdout
+        assert "1.0" in shown.stdout.split()
+    whole = json.loads(on_db("get", str(TWINS[0]), "--json").stdout)
+    assert decayed == whole["relevance"]

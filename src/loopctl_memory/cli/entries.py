@@ -181,7 +181,14 @@ def search(
 
     found = with_store(settings, work)
     if as_json:
-        echo_json([entry_to_dict(result.entry) | {"score": result.score} for result in found])
+        from loopctl_memory.cli.rendering import json_score
+
+        echo_json(
+            [
+                entry_to_dict(result.entry) | {"score": json_score(result.score, chosen)}
+                for result in found
+            ]
+        )
     elif not found:
         click.echo(_nothing_found(chosen, filtered=not passes.is_empty), err=True)
     else:

@@ -55,6 +55,27 @@ def format_score(value: float, ranking: str = "reference") -> str:
     return repr(value)  # pragma: no cover - nine digits always round-trip binary32
 
 
+RELEVANCE_DIGITS = 4
+"""The significant digits people are shown of a relevance (``--json`` gives it whole)."""
+
+
+def format_relevance(value: float) -> str:
+    """A relevance for people: four significant digits (a decayed 0.99998277 shows as 1.0)."""
+    return _decimal(f"{value:.{RELEVANCE_DIGITS}g}")
+
+
+def json_score(value: float, ranking: str) -> float:
+    """A score as ``--json`` gives it: exact, and a binary32 one in its shortest form.
+
+    A reference or ``vector`` score is a binary32 value: the shortest decimal
+    that reads back as that value (0.725, not 0.7250000238418579); a BM25 or
+    ``hybrid`` score is binary64 and stays as it is.
+    """
+    if ranking in {"bm25", "hybrid"}:
+        return value
+    return float(format_score(value, ranking))
+
+
 def _decimal(text: str) -> str:
     """``text``, with ``.0`` when it would read as a whole number."""
     return text if "." in text or "e" in text else f"{text}.0"
@@ -108,7 +129,7 @@ class SearchResults:
         ranks = [str(rank) for rank in range(1, len(results) + 1)]
         ids = [result.short_id for result in results]
         categories = [str(result.entry.category) for result in results]
-        relevances = [repr(result.entry.relevance) for result in results]
+        relevances = [format_relevance(result.entry.relevance) for result in results]
         tags = [result.entry.tags for result in results]
         widest_tag = max((len(tag) for entry_tags in tags for tag in entry_tags), default=0)
         tags_width = min(max(4, widest_tag), max(8, width // 10))
@@ -148,7 +169,7 @@ class SearchResults:
         entry = result.entry
         indent = len(str(rank)) + 2
         header = Text(f"{rank}  {result.short_id}  {score}  {entry.category}", style="bold")
-        details = f"relevance {entry.relevance!r}"
+        details = f"relevance {format_relevance(entry.relevance)}"
         if entry.tags:
             details += f"  tags {', '.join(entry.tags)}"
         return [
@@ -165,6 +186,8 @@ def entry_table(entry: MemoryEntry) -> Table:
     table.add_column("value")
     for name, value in entry_to_dict(entry).items():
         shown = ", ".join(value) if name == "tags" else str(value)
+        if name == "relevance":
+            shown = format_relevance(value)
         table.add_row(name, Text(shown))
     return table
 
