@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from loopctl_memory.errors import InvalidArgumentError
@@ -62,3 +63,18 @@ def check_batch_size(batch_size: object) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
     return batch_size
+
+
+def blank_typed(memory: str | None, tags: Iterable[str] | None) -> str | None:
+    """Why a memory's text or tags, as a person or an agent typed them, are a mistake; or None.
+
+    The library keeps the reference's rule (an empty text or tag is valid), but
+    at a command or a tool call a blank one is almost surely an error: an empty
+    tag ranks first for an empty query. ``None``: that part was not given.
+    """
+    if memory is not None and not memory.strip():
+        return "the memory's text is blank: give the words to remember"
+    blank = [tag for tag in tags or () if not tag.strip()]
+    if blank:
+        return f"a tag is blank ({blank[0]!r}): give each tag a word, or no tag"
+    return None

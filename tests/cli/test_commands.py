@@ -128,6 +128,29 @@ def test_add_prints_the_new_id_and_stores_every_option(on_db, db):
     assert stored.validated
 
 
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["", "-c", "fact"], "text is blank"),
+        (["   ", "-c", "fact"], "text is blank"),
+        (["foo", "-c", "fact", "-t", ""], "tag is blank"),
+        (["foo", "-c", "fact", "-t", "ok", "-t", "\t"], "tag is blank"),
+    ],
+)
+def test_add_refuses_a_blank_text_or_tag_and_stores_nothing(on_db, db, arguments, said):
+    on_db("add", "kept", "-c", "fact")
+    assert_fails(on_db("add", *arguments), 2, said)
+    assert ["kept"] == [entry.memory for entry in stored_entries(db)]
+
+
+@pytest.mark.parametrize(("option", "value"), [("--text", ""), ("--text", " "), ("-t", "")])
+def test_update_refuses_a_blank_text_or_tag_and_changes_nothing(on_db, db, option, value):
+    on_db("add", "kept", "-c", "fact", "-t", "ok")
+    [before] = stored_entries(db)
+    assert_fails(on_db("update", str(before.id), option, value), 2, "blank")
+    assert [before] == stored_entries(db)
+
+
 def test_add_defaults_to_relevance_one_no_tags_not_validated(on_db, db):
     on_db("add", "plain", "-c", "fact")
     [stored] = stored_entries(db)

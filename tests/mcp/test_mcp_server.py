@@ -180,6 +180,14 @@ async def test_bad_input_is_a_tool_error_and_the_server_keeps_answering(db):
         assert "UUID" in await error_of(client, "forget_memory", id="not-an-id")
         assert "nothing to change" in await error_of(client, "update_memory", id=missing)
         assert "scope" in await error_of(client, "remember", memory="x", scope="a//b")
+        # Blank text or tags: the library would store them; an agent surely erred.
+        for blank in ("", "   \n"):
+            assert "text is blank" in await error_of(client, "remember", memory=blank)
+            assert "text is blank" in await error_of(
+                client, "update_memory", id=missing, memory=blank
+            )
+        assert "tag is blank" in await error_of(client, "remember", memory="x", tags=["ok", ""])
+        assert "tag is blank" in await error_of(client, "update_memory", id=missing, tags=[" "])
         assert 0 == (await call(client, "memory_stats"))["entries"]
         made = await call(client, "remember", memory="still answering")
         assert made["id"]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from loopctl_memory import when
+from loopctl_memory.arguments import blank_typed
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.entry import MemoryCategory, id_range
 from loopctl_memory.errors import InvalidArgumentError, InvalidEntryError
@@ -25,9 +26,39 @@ T = TypeVar("T")
 Decorated = TypeVar("Decorated", bound=Callable[..., Any])
 
 
-def tag_option(help_text: str) -> Callable[[Decorated], Decorated]:
-    """The option ``--tag``/``-t TAG``, repeatable, given to the command as ``tags``."""
-    return click.option("--tag", "-t", "tags", multiple=True, metavar="TAG", help=help_text)
+def tag_option(help_text: str, *, stored: bool = False) -> Callable[[Decorated], Decorated]:
+    """The option ``--tag``/``-t TAG``, repeatable, given to the command as ``tags``.
+
+    ``stored``: the tags are written to a memory, so a blank one is refused.
+    """
+    return click.option(
+        "--tag",
+        "-t",
+        "tags",
+        multiple=True,
+        metavar="TAG",
+        help=help_text,
+        callback=_no_blank_tag if stored else None,
+    )
+
+
+def no_blank_text(
+    _ctx: click.Context | None, _param: click.Parameter | None, value: str | None
+) -> str | None:
+    """A memory's text as typed: refused when blank (the library would store it)."""
+    mistake = blank_typed(value, None)
+    if mistake is not None:
+        raise click.BadParameter(mistake)
+    return value
+
+
+def _no_blank_tag(
+    _ctx: click.Context | None, _param: click.Parameter | None, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    mistake = blank_typed(None, value)
+    if mistake is not None:
+        raise click.BadParameter(mistake)
+    return value
 
 
 MIN_PREFIX_DIGITS = 4

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from loopctl_memory.cli.arguments import CATEGORIES, memory_id, moment, resolve_id, tag_option
+from loopctl_memory.cli.arguments import (
+    CATEGORIES,
+    memory_id,
+    moment,
+    no_blank_text,
+    resolve_id,
+    tag_option,
+)
 from loopctl_memory.cli.messages import echo_json, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, need_embedder, with_store
@@ -37,11 +44,11 @@ def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
         f'{PROG} add "database is locked: use BEGIN IMMEDIATE" -c error_pattern -r 0.9 --validated',
     )
 )
-@click.argument("text")
+@click.argument("text", callback=no_blank_text)
 @click.option(
     "--category", "-c", required=True, type=click.Choice(CATEGORIES), help="What kind of memory."
 )
-@tag_option("A tag (repeatable).")
+@tag_option("A tag (repeatable).", stored=True)
 @click.option(
     "--relevance",
     "-r",
@@ -254,9 +261,9 @@ def delete(settings: Settings, given: uuid.UUID | str) -> None:
     )
 )
 @click.argument("given", metavar="ID", callback=memory_id)
-@click.option("--text", help="The new memory text.")
+@click.option("--text", callback=no_blank_text, help="The new memory text.")
 @click.option("--category", "-c", type=click.Choice(CATEGORIES), help="The new category.")
-@tag_option("The new tags (repeatable; replace all).")
+@tag_option("The new tags (repeatable; replace all).", stored=True)
 @click.option("--relevance", "-r", type=click.FloatRange(0.0, 1.0), help="The new relevance.")
 @click.option(
     "--validated/--not-validated", default=None, help="Mark the memory as validated or not."

@@ -25,6 +25,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
+from loopctl_memory.arguments import blank_typed
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import timestamp
 from loopctl_memory.errors import LoopMemoryError
@@ -163,6 +164,33 @@ def _recollection(entry: MemoryEntry, score: float) -> Recollection:
     )
 
 
+def _changes(
+    memory: str | None,
+    category: str | None,
+    tags: list[str] | None,
+    relevance: float | None,
+    validated: bool | None,
+) -> dict[str, Any]:
+    """``update_memory``'s changes: the fields given (at least one), none of them blank."""
+    _refuse_blank(memory, tags)
+    given = {"memory": memory, "tags": tags, "relevance": relevance, "validated": validated}
+    changes: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+    if category is not None:
+        changes["category"] = _category(category)
+    if not changes:
+        raise ToolError("nothing to change: give memory, category, tags, relevance or validated")
+    return changes
+
+
+def _refuse_blank(memory: object, tags: object) -> None:
+    """A blank text or tag is an agent's mistake (the library would store it)."""
+    if isinstance(memory, str | None) and isinstance(tags, list | None):
+        tags_given = [tag for tag in tags or [] if isinstance(tag, str)]
+        mistake = blank_typed(memory, tags_given)
+        if mistake is not None:
+            raise ToolError(mistake)
+
+
 def _entry_id(text: str) -> uuid.UUID:
     try:
         return uuid.UUID(text)
@@ -215,6 +243,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         insight, a strategy that worked, an error and its fix. Keep it short and
         specific; put the words a later search would use in it or in its tags.
         """
+        _refuse_blank(memory, tags)
         with _tool_errors():
             entry = MemoryEntry(
                 _category(category),
@@ -312,21 +341,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
     ) -> Memory:
         """Change fields of a memory (it keeps its id and age); answer it updated."""
         entry_id = _entry_id(id)
-        changes: dict[str, Any] = {}
-        if memory is not None:
-            changes["memory"] = memory
-        if category is not None:
-            changes["category"] = _category(category)
-        if tags is not None:
-            changes["tags"] = list(tags)
-        if relevance is not None:
-            changes["relevance"] = relevance
-        if validated is not None:
-            changes["validated"] = validated
-        if not changes:
-            raise ToolError(
-                "nothing to change: give memory, category, tags, relevance or validated"
-            )
+        changes = _changes(memory, category, tags, relevance, validated)
         with _tool_errors():
             found = await view(scope).update(entry_id, **changes)
             if found is None:
