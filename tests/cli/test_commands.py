@@ -198,7 +198,7 @@ def test_search_shows_rank_short_id_exact_score_category_relevance_tags_and_text
     first_entry = entry("alpha beta", relevance=0.5, tags=["greek"])
     second_entry = entry("gamma", relevance=0.7, category=MemoryCategory.STRATEGY)
     store_entries(db, [first_entry, second_entry])
-    result = on_db("search", "alpha")
+    result = on_db("search", "alpha", "--include-unmatched")
     assert 0 == result.exit_code, result.output
     header, _rule, first, second = result.stdout.splitlines()
     assert ["#", "id", "score", "category", "relevance", "tags", "memory"] == header.split()

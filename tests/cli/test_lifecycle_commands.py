@@ -69,6 +69,15 @@ def test_stats_counts_the_scope_and_lists_the_scopes_below(on_db, db):
     assert {"team": 1, "team/a": 1} == stats["scopes"]
 
 
+def test_stats_of_a_scope_says_how_many_memories_the_scopes_below_hold(on_db):
+    on_db("--scope", "acme/bob", "add", "build uses make", "-c", "fact")
+    on_db("--scope", "acme/ann", "add", "deploy on fridays", "-c", "fact")
+    shown = on_db("--scope", "acme", "stats").stdout
+    assert "0 (and 2 in the scopes below acme: see the last table)" in " ".join(shown.split())
+    root = on_db("stats").stdout
+    assert "0 (and 2 in scopes: see the last table)" in " ".join(root.split())
+
+
 def test_update_changes_the_fields_given_and_keeps_the_rest(on_db, db):
     entry = fact("old text", tags=["keep"], relevance=0.3)
     store_entries(db, [entry])

@@ -33,13 +33,23 @@ def stored(db: Path) -> Path:
 
 
 def library(
-    db: Path, query: str, ranking: str, passes: MemoryFilter | None = None
+    db: Path,
+    query: str,
+    ranking: str,
+    passes: MemoryFilter | None = None,
+    *,
+    matched_only: bool = True,
 ) -> list[tuple[str, float]]:
-    """What the library's ``retrieve_scored`` answers: (memory, score), best first."""
+    """What the library's ``retrieve_scored`` answers: (memory, score), best first.
+
+    ``matched_only``, as ``search`` asks unless ``--include-unmatched``.
+    """
 
     async def work() -> list[tuple[str, float]]:
         async with open_store(db, migrate=False) as store:
-            found = await store.retrieve_scored(query, 10, ranking=ranking, filter=passes)
+            found = await store.retrieve_scored(
+                query, 10, ranking=ranking, filter=passes, matched_only=matched_only
+            )
             return [(entry.memory, json_score(score, ranking)) for entry, score in found]
 
     return asyncio.run(work())
@@ -76,15 +86,20 @@ def test_search_ranking_answers_as_the_library_ranks_scores_included(on_db, stor
 def test_bm25_ranks_by_bm25_and_the_reference_does_not(on_db, stored):
     bm25 = memories(on_db("search", "deploy disk", "--ranking", "bm25", "--json"))
     reference = memories(on_db("search", "deploy disk", "--json"))
+    padded = memories(on_db("search", "deploy disk", "--json", "--include-unmatched"))
     assert [text for text, _ in library(stored, "deploy disk", "bm25")] == bm25
     assert UNRELATED.memory not in bm25  # BM25 ranks only what shares a word with the query
-    assert UNRELATED.memory in reference  # the reference pads its answer
+    assert UNRELATED.memory not in reference  # search leaves out what no word matched
+    assert UNRELATED.memory in padded  # ... unless asked: the library's retrieve pads with it
+    assert reference == padded[: len(reference)]
     assert bm25 != reference[: len(bm25)]
 
 
 def test_a_stopword_query_finds_nothing_in_bm25_and_pads_in_the_reference(on_db, stored):
     assert [] == searched(on_db("search", "the of and", "--ranking", "bm25", "--json"))
-    assert len(ENTRIES) == len(searched(on_db("search", "the of and", "--json")))
+    padded = on_db("search", "the of and", "--json", "--include-unmatched")
+    assert library(stored, "the of and", "reference", matched_only=False) == searched(padded)
+    assert len(ENTRIES) == len(searched(padded))
     result = on_db("search", "the of and", "--ranking", "bm25")
     assert 0 == result.exit_code
     assert "" == result.stdout
@@ -214,7 +229,7 @@ def test_every_filter_given_must_hold(on_db, stored, ranking):
 def test_a_filter_no_memory_passes_says_so(on_db, stored):
     result = on_db("search", "deploy", "--since", "1m")
     assert 0 == result.exit_code
-    assert "No memories pass the filters.\n" == result.stderr
+    assert "No memories match the query and the filters.\n" == result.stderr
     result = on_db("search", "deploy", "--since", "1m", "--ranking", "bm25")
     assert "No memories match the query and the filters.\n" == result.stderr
 

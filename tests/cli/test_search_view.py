@@ -335,3 +335,31 @@ def test_a_decayed_relevance_shows_four_digits_in_the_table_and_whole_in_json(on
         assert "1.0" in shown.stdout.split()
     whole = json.loads(on_db("get", str(TWINS[0]), "--json").stdout)
     assert decayed == whole["relevance"]
+
+
+# --- scopes below, and memories no word matched ---
+
+
+def test_a_scope_with_nothing_found_says_where_the_memories_are(on_db, db):
+    store_in_scope(db, "acme/bob", [fact("the build uses make"), fact("lunch at noon")])
+    result = on_db("--scope", "acme", "search", "build")
+    assert 0 == result.exit_code, result.output
+    assert "" == result.stdout
+    assert (
+        "No memories stored in scope acme. The scopes below acme hold 2 memories:"
+        " add --descendants to search them too.\n"
+    ) == result.stderr
+    below = on_db("--scope", "acme", "search", "build", "--descendants", "--json")
+    assert ["the build uses make"] == [hit["memory"] for hit in json.loads(below.stdout)]
+    padded = on_db("--scope", "acme", "search", "build", "--descendants", "--include-unmatched")
+    assert "lunch at noon" in padded.stdout
+
+
+def test_search_leaves_out_what_no_word_matched_unless_asked(on_db, db):
+    store_entries(db, [fact("alpha"), fact("beta")])
+    result = on_db("search", "gamma")
+    assert ("", "No memories match the query.\n") == (result.stdout, result.stderr)
+    assert ["alpha", "beta"] == [
+        hit["memory"]
+        for hit in json.loads(on_db("search", "gamma", "--include-unmatched", "--json").stdout)
+    ]

@@ -102,8 +102,9 @@ SEARCH_RANKING = "reference"
 @click.option(
     "--ranking",
     type=click.Choice(RANKINGS),
-    help="Rank by this for this search: 'reference' (loopctl 0.1.0's score, padded with "
-    "memories no word matched), 'bm25' (only memories that share a word with the query), "
+    help="Rank by this for this search: 'reference' (loopctl 0.1.0's score; memories a "
+    "word or a tag matched, unless --include-unmatched), 'bm25' (only memories that share a "
+    "word with the query), "
     "'vector' (cosine with the query's vector: memories that have one) or 'hybrid' "
     "(BM25 and cosine fused; the best quality). The last two need an embedder. "
     "Default: the global --ranking, else reference.",
@@ -136,6 +137,17 @@ SEARCH_RANKING = "reference"
     help="Only validated memories, or only those not validated.",
 )
 @click.option(
+    "--include-unmatched",
+    is_flag=True,
+    help="With ranking 'reference': also show the memories no word of the query matched, "
+    "as the library's retrieve pads its answer with them.",
+)
+@click.option(
+    "--descendants",
+    is_flag=True,
+    help="Also search the scopes below --scope (acme: acme/bob, acme/support/agent-7, ...).",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -153,6 +165,8 @@ def search(
     since: datetime | None,
     until: datetime | None,
     validated: bool | None,
+    include_unmatched: bool,
+    descendants: bool,
     as_json: bool,
 ) -> None:
     """Show the memories that best match QUERY, best first, as the agent would see them.
@@ -177,16 +191,20 @@ def search(
         created_before=until,
     )
 
-    async def work(store: SqlMemoryStore) -> list[SearchResult]:
+    async def work(store: SqlMemoryStore) -> tuple[list[SearchResult], str]:
         if chosen in EMBEDDING_RANKINGS:
             need_embedder(store)
-        scored = await store.retrieve_scored(query, limit, ranking=chosen, filter=passes)
-        return [  # the JSON has the full ids: no short ids to look up
+        scored = await store.retrieve_scored(
+            query, limit, ranking=chosen, filter=passes, matched_only=not include_unmatched
+        )
+        found = [  # the JSON has the full ids: no short ids to look up
             SearchResult(entry, score, "" if as_json else await store.short_id(entry.id))
             for entry, score in scored
         ]
+        why = "" if found or as_json else await _nothing_found(store, chosen, passes, descendants)
+        return found, why
 
-    found = with_store(settings, work)
+    found, why = with_store(settings, work, descendants=descendants)
     if as_json:
         from loopctl_memory.cli.rendering import json_score
 
@@ -197,21 +215,35 @@ def search(
             ]
         )
     elif not found:
-        click.echo(_nothing_found(chosen, filtered=not passes.is_empty), err=True)
+        click.echo(why, err=True)
     else:
         from loopctl_memory.cli.rendering import SearchResults, console
 
         console().print(SearchResults(found, ranking=chosen))
 
 
-def _nothing_found(ranking: str, *, filtered: bool) -> str:
-    """Why ``search`` shows nothing: the reference pads its answer, BM25 does not."""
-    if ranking == "reference":
-        return "No memories pass the filters." if filtered else "No memories stored."
-    if ranking == "vector":
+async def _nothing_found(
+    store: SqlMemoryStore, ranking: str, passes: MemoryFilter, descendants: bool
+) -> str:
+    """Why ``search`` found nothing, and where memories are if the scopes below hold some."""
+    where = f" in scope {store.scope_name}" if store.scope_name else ""
+    filtered = not passes.is_empty
+    held = await store.count()
+    if not held:
+        said = f"No memories stored{where}."
+    elif ranking == "vector":
         passing = " that pass the filters" if filtered else ""
-        return f"No memories{passing} have a vector yet (see `{PROG} embed-pending`)."
-    return f"No memories match the query{' and the filters' if filtered else ''}."
+        said = f"No memories{where}{passing} have a vector yet (see `{PROG} embed-pending`)."
+    else:
+        said = f"No memories{where} match the query{' and the filters' if filtered else ''}."
+    if store.scope_name and not descendants:
+        below = await store.with_descendants().count() - held
+        if below:
+            said += (
+                f" The scopes below {store.scope_name} hold {below} memories:"
+                " add --descendants to search them too."
+            )
+    return said
 
 
 @click.command(

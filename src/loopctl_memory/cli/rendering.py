@@ -245,7 +245,10 @@ def stats_view(stats: StoreStats) -> Group:
     overview.add_row("schema revision", str(stats.schema_revision))
     if stats.scope:
         overview.add_row("scope", Text(stats.scope))
-    overview.add_row("entries", str(stats.summary.entries))
+    below = sum(number for name, number in stats.scopes if name != stats.scope)
+    under = f"the scopes below {stats.scope}" if stats.scope else "scopes"
+    more = f" (and {below} in {under}: see the last table)" if below else ""
+    overview.add_row("entries", f"{stats.summary.entries}{more}")
     if stats.embedder is not None:
         named = stats.embedder
         overview.add_row("embedder", Text(f"{named.spec or named.name} ({named.dims} dims)"))
