@@ -31,10 +31,11 @@ class Tuning:
     """Vectors a process holds itself as binary32 rows and scores exactly at every vector
     retrieval; beyond them, a store with a place for files puts them into a graph file,
     shared by the processes of the machine (``:memory:`` holds every vector)."""
-    vector_candidates: int = 2_048
+    vector_candidates: int = 1_024
     """Entries a vector retrieval asks the graphs for (the search's breadth): more finds the
-    exact best more often, at a cost in time. At a million 384-d vectors, recall@10 0.988 at
-    1,024, 0.996 at 2,048, 0.9995 at 4,096. A hybrid retrieval starts from half as many and
+    exact best more often, at a cost in time. At a million 384-d vectors (graphs built with
+    128 candidates), recall@10 0.982 at 512, 0.991 at 768, 0.9945 at 1,024, 0.9985 at 1,536,
+    0.9995 at 2,048. A hybrid retrieval starts from half as many and
     asks for more when its bound says an entry left out could still belong."""
     vector_exact: int = 16_384
     """A view or filter whose entries in the graphs number at most this many has them all

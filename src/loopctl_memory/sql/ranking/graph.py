@@ -31,9 +31,11 @@ Vectors = npt.NDArray[np.float32]
 
 CONNECTIVITY = 16
 """Edges per node (HNSW's M): usearch's default."""
-EXPANSION_ADD = 64
-"""Candidates kept while inserting (efConstruction): 128 builds 2.4x slower for a
-graph whose recall after rescoring differs by a few tenths of a point."""
+EXPANSION_ADD = 128
+"""Candidates kept while inserting (efConstruction). Against 64, a graph of a million
+384-d vectors builds about 2.5x slower (in the retrieval that first needs it, once) and
+is searched with half the breadth for the same recall: recall@10 0.9945 with 1,024
+candidates, where 64 gave 0.988 (and 0.996 with 2,048); a retrieval runs every turn."""
 APPROXIMATION = 0.025
 """How far a graph's cosine (bytes per dimension) may be from the exact one, for unit
 vectors: measured at most 0.019 (standard deviation 0.0038) over 320,000 pairs of 384-d
