@@ -98,7 +98,7 @@ class UnitOfWork:
             self._look_before(write=write)
             unit = asyncio.ensure_future(self._in_transaction(action, work, write, abort))
             result = await _await_uncancellable(unit, abort)
-        self._check_file()
+        self._check_file(wrote=write)
         return result
 
     async def run_on_driver(
@@ -115,7 +115,7 @@ class UnitOfWork:
             self._look_before(write=write)
             unit = asyncio.ensure_future(self._on_driver(action, work, write))
             result = await _await_uncancellable(unit, asyncio.Event())
-        self._check_file()
+        self._check_file(wrote=write)
         return result
 
     async def run_untransacted(
@@ -215,21 +215,36 @@ class UnitOfWork:
                 "it writes nothing"
             )
 
-    def _check_file(self) -> None:
+    def _check_file(self, *, wrote: bool) -> None:
         """After each unit of work, check that the file is the one opened (one ``stat``).
 
         Checked once the work is done, so that a write that went to a file
         removed or replaced meanwhile is not acknowledged.
         """
         if self.file is not None and self._lost is None:
-            self._lost = self.file.lost()
+            self._lost = self.file.lost(wrote=wrote)
             if self._lost is not None:
                 raise StorageError(self._lost)
 
     def _look_before(self, *, write: bool) -> None:
-        """Before a write, note whether someone else modified the file since the store looked."""
-        if write and self.file is not None:
-            self.file.look_before_writing()
+        """Before a write, note whether someone else modified the file since the store looked.
+
+        If someone did (now or seen after a read), the file's header is checked
+        first: a write is never acknowledged into a file overwritten or truncated.
+        """
+        watch = self.file
+        if not write or watch is None:
+            return
+        watch.look_before_writing()
+        if watch.changes > watch.checked:
+            damage = watch.damage()
+            if damage is not None:
+                self._lost = (
+                    f"the database file {watch.path} {damage} while the store had it open: "
+                    "the store acknowledges nothing more; reopen it"
+                )
+                raise StorageError(self._lost)
+            watch.checked = watch.changes
 
     async def _fresh_pages(self, connection: AsyncConnection) -> Any:
         """The driver's connection, its cached pages dropped if the file changed meanwhile.
