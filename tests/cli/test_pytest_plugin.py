@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -36,6 +38,15 @@ def test_the_fixture_works_with_no_setup_in_either_asyncio_mode(pytester, mode, 
     pytester.makepyfile(test_user=source)
     result = pytester.runpytest_subprocess(*quiet_asyncio(mode))
     result.assert_outcomes(passed=2)
+
+
+def test_the_readme_example_runs_as_written_in_a_new_project(pytester):
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Testing your own agent", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    pytester.makepyfile(test_readme=example)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # no asyncio settings
+    result.assert_outcomes(passed=1)
 
 
 def test_the_fixture_is_listed_with_its_documentation(pytester):
