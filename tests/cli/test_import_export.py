@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from loopctl_memory import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import entry_to_json
+from loopctl_memory.sql.store import SqlMemoryStore
 
 from .conftest import assert_fails, store_entries, stored_entries
 from .test_commands import entry
@@ -160,3 +161,34 @@ def test_a_failed_export_leaves_no_file_behind(invoke, tmp_path):
     notes.write_text("not a database" * 100)
     assert_fails(invoke("--db", notes, "export", "-o", out), 1, "not a database")
     assert [notes] == list(tmp_path.iterdir())
+
+
+def test_ctrl_c_during_import_says_what_was_kept_and_how_to_finish(
+    on_db, db, tmp_path, monkeypatch
+):
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        "".join(entry_to_json(entry(f"entry {n}")) + "\n" for n in range(1, 10)), encoding="utf-8"
+    )
+    calls = 0
+    store_flat = SqlMemoryStore.store_flat
+
+    async def interrupted_at_the_third_batch(self, entries):
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise KeyboardInterrupt
+        return await store_flat(self, entries)
+
+    monkeypatch.setattr(SqlMemoryStore, "store_flat", interrupted_at_the_third_batch)
+    result = on_db("import", "--batch-size", "3", source)
+    assert 130 == result.exit_code, result.output
+    assert (
+        f"Error: interrupted: at least 6 entries of {source} were stored (each batch of 3"
+        " whole or not at all); import it again with --on-duplicate skip to store the rest\n"
+    ) == result.stderr
+    assert 6 == len(stored_entries(db))
+    monkeypatch.setattr(SqlMemoryStore, "store_flat", store_flat)
+    finished = on_db("import", "--on-duplicate", "skip", source)
+    assert 0 == finished.exit_code, finished.output
+    assert [f"entry {n}" for n in range(1, 10)] == [e.memory for e in stored_entries(db)]

@@ -319,9 +319,12 @@ class ImportProgress:
             disable=not err.is_terminal,
         )
         self._task = self._bar.add_task("importing", total=total_bytes, entries=0)
+        self.stored = 0
+        """Entries stored so far (as of the last batch committed and reported)."""
 
     def advance(self, stored: int, consumed: int) -> None:
         """After a batch: ``stored`` entries in all, ``consumed`` more bytes read."""
+        self.stored = stored
         self._bar.update(self._task, advance=consumed, entries=stored)
 
     def __enter__(self) -> ImportProgress:

@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from loopctl_memory.sql.store import SqlMemoryStore
 
 
+class _Interrupted(click.ClickException):
+    """Ctrl-C: the shell's status for an interrupted command (128 + SIGINT)."""
+
+    exit_code = 130
+
+
 @click.command(
     "export",
     epilog=example(f"{PROG} export -o memories.jsonl", f"{PROG} export | gzip > memories.jsonl.gz"),
@@ -104,6 +110,12 @@ def import_command(settings: Settings, file: Path, batch_size: int, on_duplicate
     try:
         with progress:
             report = with_store(settings, work, create=True)
+    except KeyboardInterrupt:
+        raise _Interrupted(
+            f"interrupted: at least {progress.stored} entries of {name} were stored (each "
+            f"batch of {batch_size} whole or not at all); import it again with "
+            "--on-duplicate skip to store the rest"
+        ) from None
     except ImportFailedError as exc:
         duplicate = isinstance(exc.__cause__, DuplicateEntryError)
         if duplicate and mode == "fail":
