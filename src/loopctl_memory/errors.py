@@ -28,11 +28,26 @@ class SchemaError(LoopMemoryError):
     """The database schema is not the one this version expects (or is not ours)."""
 
 
+class SchemaBehindError(SchemaError):
+    """The database has no schema yet, or an older one, and the open was not to migrate it."""
+
+    def __init__(self, message: str, *, revision: str | None, needed: str) -> None:
+        super().__init__(message)
+        self.revision = revision
+        """The database's revision (None: it has no schema yet)."""
+        self.needed = needed
+        """The revision this version needs."""
+
+
 class StorageError(LoopMemoryError):
     """The database refused an operation: locked, corrupt, full, unreachable or closed.
 
     The driver's exception is chained as ``__cause__``.
     """
+
+
+class DatabaseBusyError(StorageError):
+    """Another connection kept the database busy past the busy timeout; nothing was done."""
 
 
 class StoreClosedError(StorageError):

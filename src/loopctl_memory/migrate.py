@@ -33,7 +33,7 @@ from sqlalchemy import (
     select,
 )
 
-from loopctl_memory.errors import SchemaError
+from loopctl_memory.errors import SchemaBehindError, SchemaError
 from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.tables import index_state, metadata, scopes
 
@@ -152,9 +152,11 @@ def ensure_schema(connection: Connection, *, upgrade: bool, create: bool | None 
         creating = revision is None and create is not None
         if not (create if creating else upgrade):
             where = f"at revision {revision}" if revision else "not initialised"
-            raise SchemaError(
+            raise SchemaBehindError(
                 f"the database is {where}; this version needs {HEAD_REVISION}: "
-                "run `loopctl-memory migrate` (or open it with migrate=True)"
+                "run `loopctl-memory migrate` (or open it with migrate=True)",
+                revision=revision,
+                needed=HEAD_REVISION,
             )
         if revision is None:
             _create(connection)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from loopctl_memory import StorageError
@@ -92,3 +94,22 @@ def test_debug_lets_a_library_error_through_for_its_traceback(invoke, tmp_path):
     result = invoke("--debug", "--db", notes, "stats")
     assert 1 == result.exit_code
     assert isinstance(result.exception, StorageError)
+
+
+def test_a_busy_database_says_so_without_blaming_where_it_is(invoke, db, monkeypatch):
+    assert 0 == invoke("--db", db, "init").exit_code
+    monkeypatch.setattr("loopctl_memory.sql.opening.DEFAULT_BUSY_TIMEOUT", 0.05)
+    blocker = sqlite3.connect(db, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        line = assert_fails(invoke("--db", db, "add", "x", "-c", "fact"), 1, "busy past")
+    finally:
+        blocker.close()
+    assert "check it or pass --db" not in line
+
+
+def test_an_older_schema_is_told_in_the_command_lines_words(invoke, db):
+    assert 0 == invoke("--db", db, "migrate", "--to", "0011").exit_code
+    line = assert_fails(invoke("--db", db, "stats"), 1, "schema revision 0011")
+    assert "`loopctl-memory migrate` upgrades it" in line
+    assert "migrate=True" not in line

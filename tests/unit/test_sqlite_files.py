@@ -68,6 +68,11 @@ async def test_a_busy_writer_past_the_timeout_raises_storage_error_and_changes_n
             with pytest.raises(StorageError, match="locked") as caught:
                 await store.store(MemoryEntry(MemoryCategory.FACT, "has to wait"))
             assert not isinstance(caught.value, sqlite3.Error)
+            # One class and one message on either lane (single store, a batch).
+            assert isinstance(caught.value, errors.DatabaseBusyError)
+            assert "busy past the busy timeout" in str(caught.value)
+            with pytest.raises(errors.DatabaseBusyError, match="busy past the busy timeout"):
+                await store.store_many([MemoryEntry(MemoryCategory.FACT, "has to wait too")])
             blocker.execute("ROLLBACK")
         finally:
             blocker.close()

@@ -17,7 +17,12 @@ from loopctl_memory.cli.global_options import add_to_command, add_to_group, chec
 from loopctl_memory.cli.messages import example, one_line
 from loopctl_memory.cli.names import DB_ENVVAR, PROG
 from loopctl_memory.cli.settings import Settings
-from loopctl_memory.errors import LoopMemoryError, StorageError
+from loopctl_memory.errors import (
+    DatabaseBusyError,
+    LoopMemoryError,
+    SchemaBehindError,
+    StorageError,
+)
 
 
 class _UsageError(click.UsageError):
@@ -33,6 +38,24 @@ def _reraise_usage(exc: click.UsageError) -> NoReturn:
     if isinstance(exc, click.exceptions.NoArgsIsHelpError | _UsageError):
         raise exc
     raise _UsageError(exc.format_message(), exc.ctx) from None
+
+
+def _for_people(exc: LoopMemoryError, settings: object) -> str:
+    """A library error as the command line says it: in its options, not in Python's."""
+    if isinstance(exc, SchemaBehindError) and isinstance(settings, Settings):
+        where = settings.resolved().describe()
+        if exc.revision is None:
+            return f"{where} has no schema yet: `{PROG} init` creates it"
+        return (
+            f"{where} is at schema revision {exc.revision} and this version needs "
+            f"{exc.needed}: `{PROG} migrate` upgrades it (back it up first)"
+        )
+    message = str(exc)
+    busy = isinstance(exc, DatabaseBusyError)  # the database is right: it was busy
+    if isinstance(exc, StorageError) and not busy and isinstance(settings, Settings):
+        # Where the database came from, so that the user knows what to fix.
+        message += f" (database from {settings.source}; check it or pass --db)"
+    return message
 
 
 def _debug(ctx: click.Context) -> bool:
@@ -65,11 +88,7 @@ class _Cli(click.Group):
         except LoopMemoryError as exc:
             if _debug(ctx):
                 raise
-            message = str(exc)
-            if isinstance(exc, StorageError) and isinstance(ctx.obj, Settings):
-                # Where the database came from, so that the user knows what to fix.
-                message += f" (database from {ctx.obj.source}; check it or pass --db)"
-            raise click.ClickException(one_line(message)) from exc
+            raise click.ClickException(one_line(_for_people(exc, ctx.obj))) from exc
         except OSError as exc:
             if _debug(ctx) or exc.errno == errno.EPIPE:
                 raise

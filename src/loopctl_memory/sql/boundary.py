@@ -8,7 +8,12 @@ from contextlib import contextmanager
 
 from sqlalchemy import exc as sa_exc
 
-from loopctl_memory.errors import DuplicateEntryError, LoopMemoryError, StorageError
+from loopctl_memory.errors import (
+    DatabaseBusyError,
+    DuplicateEntryError,
+    LoopMemoryError,
+    StorageError,
+)
 
 _DUPLICATE_ID_MARKERS = ("uq_entries_id", "entries.id")
 
@@ -35,9 +40,22 @@ def translate_errors(action: str) -> Iterator[None]:
             raise DuplicateEntryError(f"{action}: an entry with this id is already stored") from exc
         raise StorageError(f"{action}: the database refused the data: {message}") from exc
     except sa_exc.DBAPIError as exc:
-        raise StorageError(f"{action} failed: {_describe(exc.orig)}") from exc
+        raise _refused(action, _describe(exc.orig)) from exc
     except (sa_exc.SQLAlchemyError, sqlite3.Error, OSError) as exc:
-        raise StorageError(f"{action} failed: {_describe(exc)}") from exc
+        raise _refused(action, _describe(exc)) from exc
+
+
+def _refused(action: str, described: str) -> StorageError:
+    if described in _BUSY:
+        return DatabaseBusyError(
+            f"{action} failed: {described}: another connection kept it busy past the busy "
+            "timeout; nothing was done, try again"
+        )
+    return StorageError(f"{action} failed: {described}")
+
+
+_BUSY = frozenset({"database is locked", "database table is locked"})
+"""SQLite's words when another connection held the database past the busy timeout."""
 
 
 def _describe(error: BaseException | None) -> str:
