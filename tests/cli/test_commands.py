@@ -73,7 +73,7 @@ def test_migrate_down_to_base_with_yes_drops_the_schema(on_db, db):
     result = on_db("migrate", "--to", "base", "--yes")
     assert 0 == result.exit_code, result.output
     assert f"from schema revision {migrate.head()} to base" in result.stdout
-    assert_fails(on_db("stats"), 1, "not initialised", "loopctl-memory migrate")
+    assert_fails(on_db("stats"), 1, "has no schema yet", "`loopctl-memory init` creates it")
 
 
 def test_migrate_down_asks_first_and_no_keeps_everything(on_db, db):

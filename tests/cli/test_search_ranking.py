@@ -132,8 +132,8 @@ def test_the_table_shows_a_bm25_score_above_one_to_four_significant_digits(on_db
     assert 0 == result.exit_code, result.output
     header, _rule, first, *_ = result.stdout.splitlines()
     assert "score" in header.split()  # a table, not blocks, at 100 columns
-    assert format_score(score, "bm25") in first.split()
-    assert f"{score:.4g}" == format_score(score, "bm25")
+    assert format_score(score) in first.split()
+    assert f"{score:.4g}" == format_score(score)
     assert text.split()[0] in first
 
 
@@ -142,7 +142,7 @@ def test_the_table_shows_a_bm25_score_above_one_to_four_significant_digits(on_db
     [(12.345678, "12.35"), (2.0, "2.0"), (0.00012345678, "0.0001235"), (123456.7, "1.235e+05")],
 )
 def test_a_bm25_score_is_shown_to_four_significant_digits(score, shown):
-    assert shown == format_score(score, "bm25")
+    assert shown == format_score(score)
 
 
 # --- the filters, with either ranking ---

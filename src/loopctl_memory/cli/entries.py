@@ -219,7 +219,7 @@ def search(
     else:
         from loopctl_memory.cli.rendering import SearchResults, console
 
-        console().print(SearchResults(found, ranking=chosen))
+        console().print(SearchResults(found))
 
 
 async def _nothing_found(

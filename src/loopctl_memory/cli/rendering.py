@@ -32,36 +32,24 @@ if TYPE_CHECKING:
     from loopctl_memory.sql.store_embeddings import RecordedEmbedder
 
 
-BM25_DIGITS = 4
-"""The significant digits ``search`` shows of a BM25 score (``--json`` gives it whole)."""
+DIGITS = 4
+"""The significant digits people are shown of a score or a relevance (``--json`` gives
+each number whole)."""
 
 
-def format_score(value: float, ranking: str = "reference") -> str:
-    """How ``search`` shows a score of ``ranking``.
+def format_score(value: float) -> str:
+    """How ``search``'s table shows a score of any ranking: four significant digits.
 
-    A reference score (in [0, 1.3]) and a cosine (``vector``) are binary32
-    values: the shortest decimal that reads back as the same binary32 value,
-    so the table shows them exactly. A BM25 score is a binary64 sum with no
-    upper bound (often above 1; its shortest exact decimal takes 17 digits),
-    and a ``hybrid`` one a binary64 fusion: four significant digits, which keep
-    the table narrow and the order readable.
+    A BM25 score has no upper bound and takes 17 digits to write exactly; a
+    decayed reference score (binary32) takes up to nine: four keep the table
+    narrow and the order readable (the rank column gives the order itself).
     """
-    if ranking in {"bm25", "hybrid"}:
-        return _decimal(f"{value:.{BM25_DIGITS}g}")
-    for digits in range(1, 10):
-        text = f"{value:.{digits}g}"
-        if f32(float(text)) == value:
-            return _decimal(text)
-    return repr(value)  # pragma: no cover - nine digits always round-trip binary32
-
-
-RELEVANCE_DIGITS = 4
-"""The significant digits people are shown of a relevance (``--json`` gives it whole)."""
+    return _decimal(f"{value:.{DIGITS}g}")
 
 
 def format_relevance(value: float) -> str:
     """A relevance for people: four significant digits (a decayed 0.99998277 shows as 1.0)."""
-    return _decimal(f"{value:.{RELEVANCE_DIGITS}g}")
+    return _decimal(f"{value:.{DIGITS}g}")
 
 
 def json_score(value: float, ranking: str) -> float:
@@ -73,7 +61,11 @@ def json_score(value: float, ranking: str) -> float:
     """
     if ranking in {"bm25", "hybrid"}:
         return value
-    return float(format_score(value, ranking))
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        if f32(float(text)) == value:
+            return float(text)
+    return value  # pragma: no cover - nine digits always round-trip binary32
 
 
 def _decimal(text: str) -> str:
@@ -108,9 +100,9 @@ class SearchResults:
     memory wrapped, then the relevance and the tags. Nothing is cut but tags.
     """
 
-    def __init__(self, results: Sequence[SearchResult], *, ranking: str = "reference") -> None:
+    def __init__(self, results: Sequence[SearchResult]) -> None:
         self._results = list(results)
-        self._scores = [format_score(result.score, ranking) for result in results]
+        self._scores = [format_score(result.score) for result in results]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """The table when the memory gets enough columns, else the blocks."""
