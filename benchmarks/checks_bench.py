@@ -86,8 +86,10 @@ def main(argv: list[str] | None = None) -> None:
             *rows,
             "",
             "The checks: a `stat` after every operation (is the path still the file opened?) and"
-            " one before every write (did someone else modify it? then the write reads its pages"
-            " afresh). The two stores take turns call by call.",
+            " one before every write (did someone else modify it, now or as seen after a read?"
+            " then the write checks the file's header and reads its pages afresh). On a file"
+            " nobody else touches, no check of the header ever runs: the same two `stat`s as"
+            " before. The two stores take turns call by call.",
             "",
             END,
         ]
