@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, migrate
-from loopctl_memory.cli.rendering import format_score
+from loopctl_memory.cli.rendering import for_people
 from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.scoring import parse_query
 
@@ -204,7 +204,7 @@ def test_search_shows_rank_short_id_exact_score_category_relevance_tags_and_text
     assert ["#", "id", "score", "category", "relevance", "tags", "memory"] == header.split()
     short = first_entry.id.hex[:8]
     assert ["1", short, "0.75", "fact", "0.5", "greek", "alpha", "beta"] == first.split()
-    expected = format_score(parse_query("alpha").score_of(0.7, "gamma", []))
+    expected = for_people(parse_query("alpha").score_of(0.7, "gamma", []))
     assert ["2", second_entry.id.hex[:8], expected, "strategy", "0.7", "gamma"] == second.split()
 
 

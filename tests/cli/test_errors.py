@@ -88,10 +88,12 @@ def test_a_duplicate_id_on_import_is_one_line(on_db, db, tmp_path):
     assert_fails(on_db("import", source), 1, "already stored", "nothing was imported")
 
 
-def test_debug_lets_a_library_error_through_for_its_traceback(invoke, tmp_path):
+@pytest.mark.parametrize("after_the_command", [False, True])
+def test_debug_lets_a_library_error_through_for_its_traceback(invoke, tmp_path, after_the_command):
     notes = tmp_path / "notes.txt"
     notes.write_text("not a database" * 100)
-    result = invoke("--debug", "--db", notes, "stats")
+    options = ("--debug", "--db", notes)
+    result = invoke("stats", *options) if after_the_command else invoke(*options, "stats")
     assert 1 == result.exit_code
     assert isinstance(result.exception, StorageError)
 

@@ -8,7 +8,6 @@ import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry
 from loopctl_memory.cli import DB_ENVVAR, SCOPE_ENVVAR, cli
-from loopctl_memory.errors import StorageError
 
 from .conftest import assert_fails, store_entries
 
@@ -89,11 +88,3 @@ def test_ranking_after_the_command_is_the_default_ranking(invoke, db):
     result = invoke("search", "alpha", "--json", "--db", db, "--ranking", "bm25")
     assert 0 == result.exit_code, result.output
     assert ["alpha beta"] == [hit["memory"] for hit in json.loads(result.output)]
-
-
-def test_debug_after_the_command_lets_the_traceback_through(invoke, tmp_path):
-    notes = tmp_path / "notes.txt"
-    notes.write_text("not a database" * 100)
-    result = invoke("stats", "--db", notes, "--debug")
-    assert 1 == result.exit_code
-    assert isinstance(result.exception, StorageError)

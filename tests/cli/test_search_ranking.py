@@ -12,7 +12,7 @@ import pytest
 
 from loopctl_memory import MemoryCategory, MemoryFilter, open_store
 from loopctl_memory.cli import RANKING_ENVVAR
-from loopctl_memory.cli.rendering import format_score
+from loopctl_memory.cli.rendering import for_people
 from tests.deploy_memories import (
     ENTRIES,
     NOW,
@@ -132,8 +132,8 @@ def test_the_table_shows_a_bm25_score_above_one_to_four_significant_digits(on_db
     assert 0 == result.exit_code, result.output
     header, _rule, first, *_ = result.stdout.splitlines()
     assert "score" in header.split()  # a table, not blocks, at 100 columns
-    assert format_score(score) in first.split()
-    assert f"{score:.4g}" == format_score(score)
+    assert for_people(score) in first.split()
+    assert f"{score:.4g}" == for_people(score)
     assert text.split()[0] in first
 
 
@@ -142,7 +142,7 @@ def test_the_table_shows_a_bm25_score_above_one_to_four_significant_digits(on_db
     [(12.345678, "12.35"), (2.0, "2.0"), (0.00012345678, "0.0001235"), (123456.7, "1.235e+05")],
 )
 def test_a_bm25_score_is_shown_to_four_significant_digits(score, shown):
-    assert shown == format_score(score)
+    assert shown == for_people(score)
 
 
 # --- the filters, with either ranking ---

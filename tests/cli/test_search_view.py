@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, open_store
-from loopctl_memory.cli.rendering import format_score
+from loopctl_memory.cli.rendering import for_people
 from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.sql.store import SqlMemoryStore
 
@@ -81,7 +81,7 @@ def test_search_shows_the_whole_short_id_exact_score_and_memory_at_any_width(
     lines = result.stdout.splitlines()
     assert all(len(line) <= width for line in lines)
     assert long_entry.id.hex[:8] in result.stdout.split()
-    assert format_score(score) in result.stdout.split()
+    assert for_people(score) in result.stdout.split()
     assert words(LONG) in words(result.stdout)
     assert "…" not in result.stdout
 

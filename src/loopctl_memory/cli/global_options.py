@@ -84,9 +84,9 @@ def check_scope(ctx: click.Context, scope: str) -> None:
 
 def _typed_after_command(ctx: click.Context, param: click.Parameter, value: Any) -> None:
     """A global option typed after the command: it replaces what the group was given."""
-    if param.name is None or ctx.get_parameter_source(param.name) not in {
-        click.core.ParameterSource.COMMANDLINE
-    }:
+    if param.name is None or (
+        ctx.get_parameter_source(param.name) is not click.core.ParameterSource.COMMANDLINE
+    ):
         return
     root = ctx.find_root()
     settings = root.obj

@@ -37,18 +37,14 @@ DIGITS = 4
 each number whole)."""
 
 
-def format_score(value: float) -> str:
-    """How ``search``'s table shows a score of any ranking: four significant digits.
+def for_people(value: float) -> str:
+    """A score of any ranking, or a relevance, as the tables show it: four significant digits.
 
     A BM25 score has no upper bound and takes 17 digits to write exactly; a
-    decayed reference score (binary32) takes up to nine: four keep the table
-    narrow and the order readable (the rank column gives the order itself).
+    decayed reference score or relevance (binary32) takes up to nine (0.99998277
+    shows as 1.0): four keep the table narrow and the order readable (the rank
+    column gives the order itself).
     """
-    return _decimal(f"{value:.{DIGITS}g}")
-
-
-def format_relevance(value: float) -> str:
-    """A relevance for people: four significant digits (a decayed 0.99998277 shows as 1.0)."""
     return _decimal(f"{value:.{DIGITS}g}")
 
 
@@ -79,7 +75,7 @@ class SearchResult:
 
     entry: MemoryEntry
     score: float
-    """The score the store ranked it by, shown by :func:`format_score`."""
+    """The score the store ranked it by, shown by :func:`for_people`."""
     short_id: str
     """The id's shortest prefix unique in the store, as ``SqlMemoryStore.short_id`` finds it."""
 
@@ -102,7 +98,7 @@ class SearchResults:
 
     def __init__(self, results: Sequence[SearchResult]) -> None:
         self._results = list(results)
-        self._scores = [format_score(result.score) for result in results]
+        self._scores = [for_people(result.score) for result in results]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """The table when the memory gets enough columns, else the blocks."""
@@ -121,7 +117,7 @@ class SearchResults:
         ranks = [str(rank) for rank in range(1, len(results) + 1)]
         ids = [result.short_id for result in results]
         categories = [str(result.entry.category) for result in results]
-        relevances = [format_relevance(result.entry.relevance) for result in results]
+        relevances = [for_people(result.entry.relevance) for result in results]
         tags = [result.entry.tags for result in results]
         widest_tag = max((len(tag) for entry_tags in tags for tag in entry_tags), default=0)
         tags_width = min(max(4, widest_tag), max(8, width // 10))
@@ -161,7 +157,7 @@ class SearchResults:
         entry = result.entry
         indent = len(str(rank)) + 2
         header = Text(f"{rank}  {result.short_id}  {score}  {entry.category}", style="bold")
-        details = f"relevance {format_relevance(entry.relevance)}"
+        details = f"relevance {for_people(entry.relevance)}"
         if entry.tags:
             details += f"  tags {', '.join(entry.tags)}"
         return [
@@ -179,7 +175,7 @@ def entry_table(entry: MemoryEntry) -> Table:
     for name, value in entry_to_dict(entry).items():
         shown = ", ".join(value) if name == "tags" else str(value)
         if name == "relevance":
-            shown = format_relevance(value)
+            shown = for_people(value)
         table.add_row(name, Text(shown))
     return table
 

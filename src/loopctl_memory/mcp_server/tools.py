@@ -182,13 +182,11 @@ def _changes(
     return changes
 
 
-def _refuse_blank(memory: object, tags: object) -> None:
+def _refuse_blank(memory: str | None, tags: list[str] | None) -> None:
     """A blank text or tag is an agent's mistake (the library would store it)."""
-    if isinstance(memory, str | None) and isinstance(tags, list | None):
-        tags_given = [tag for tag in tags or [] if isinstance(tag, str)]
-        mistake = blank_typed(memory, tags_given)
-        if mistake is not None:
-            raise ToolError(mistake)
+    mistake = blank_typed(memory, tags)
+    if mistake is not None:
+        raise ToolError(mistake)
 
 
 def _entry_id(text: str) -> uuid.UUID:

@@ -80,7 +80,7 @@ class FileWatch:
             return f"was overwritten: its header says pages of {page_size} bytes"
         return None
 
-    def lost(self, *, wrote: bool = True) -> str | None:
+    def lost(self, *, wrote: bool) -> str | None:
         """After the store's work: why the path no longer names the file, or None.
 
         After a read (``wrote`` false), a modification is someone else's: it is

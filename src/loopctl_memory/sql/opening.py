@@ -21,7 +21,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from loopctl_memory import embedding, migrate
 from loopctl_memory.bm25 import DEFAULT_B, DEFAULT_K1, Bm25Parameters
 from loopctl_memory.embedding import check_timeout
-from loopctl_memory.errors import EmbedderError, InvalidArgumentError, LoopMemoryError, StorageError
+from loopctl_memory.errors import (
+    DatabaseBusyError,
+    EmbedderError,
+    InvalidArgumentError,
+    LoopMemoryError,
+    StorageError,
+)
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import check_ranking
@@ -325,8 +331,8 @@ async def _after_open(engine: AsyncEngine, target: Target, busy_timeout: float) 
             with translate_errors(f"open {target.describe()}"):
                 async with engine.connect() as connection:
                     await connection.run_sync(target.backend.after_open, memory=target.is_memory)
-        except StorageError as exc:
-            if "locked" not in str(exc) or loop.time() >= deadline:
+        except DatabaseBusyError:
+            if loop.time() >= deadline:
                 raise
             await asyncio.sleep(delay)
             delay = min(2 * delay, 0.1)
