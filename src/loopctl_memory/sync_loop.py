@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import sys
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from loopctl_memory.errors import LoopMemoryError, StorageError
 from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.unit_of_work import forked_error
 
 T = TypeVar("T")
 
@@ -32,6 +34,7 @@ class LoopThread:
         self._lock = threading.Lock()
         self.closed = False
         self.describe = "?"  # the store's target, once opened: for the "closed" error
+        self.started_in = os.getpid()  # a fork()ed child has no such thread
         # A daemon: an unclosed store must never keep the interpreter from exiting.
         self.thread = threading.Thread(target=self._serve, name="loopctl-memory-loop", daemon=True)
         try:
@@ -79,6 +82,9 @@ class LoopThread:
         if self.in_loop_thread():
             work.close()
             raise RuntimeError("a SyncMemoryStore cannot be called from its own event loop")
+        if os.getpid() != self.started_in:
+            work.close()
+            raise forked_error(self.describe, self.started_in)
         with self._lock:
             if self.closed:
                 work.close()  # never awaited: closed here, so asyncio does not warn of it
@@ -105,6 +111,8 @@ class LoopThread:
         with self._lock:
             first = not self.closed
             self.closed = True
+        if os.getpid() != self.started_in:
+            return  # the loop and the connections are the parent's: nothing to stop here
         if not first:
             self.thread.join()
             return

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from loopctl_memory.errors import StorageError
 from loopctl_memory.sql.backend import Backend, backend_named
+from loopctl_memory.sql.files.held import HeldFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,7 @@ def create_engine(
     echo: bool = False,
     pool: PoolOptions | None = None,
     read_only: bool = False,
+    held: HeldFile | None = None,
 ) -> AsyncEngine:
     """Create the engine for ``target`` with the settings its backend needs.
 
@@ -117,7 +119,8 @@ def create_engine(
     snapshot, like a SQLite read); writes in READ COMMITTED after taking one
     advisory lock, so writers queue (up to ``busy_timeout``) as on SQLite.
     ``read_only``: the database is opened so that nothing can be written (see
-    the backends' :meth:`~loopctl_memory.sql.backend.Backend.read_only_url`).
+    the backends' :meth:`~loopctl_memory.sql.backend.Backend.read_only_url`, which
+    reads the header of a SQLite file through ``held``, the process's descriptor of it).
 
     Raises:
         StorageError: the SQLite file named is a directory, or in a directory that does not exist.
@@ -137,7 +140,7 @@ def create_engine(
         pool=pool or PoolOptions(),
         read_only=read_only,
     )
-    url = backend.read_only_url(target.url) if read_only else target.url
+    url = backend.read_only_url(target.url, held) if read_only else target.url
     # Parameters carry memory text: never in logs (even with echo) nor in error messages.
     engine = create_async_engine(url, echo=echo, hide_parameters=True, **options)
     backend.configure(engine, memory=target.is_memory, busy_timeout=busy_timeout)

@@ -41,6 +41,7 @@ from loopctl_memory.sql.engine import (
     create_engine,
     resolve_target,
 )
+from loopctl_memory.sql.files.held import HeldFile, hold
 from loopctl_memory.sql.ranking.graph_home import beside_file, in_user_cache
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.sql.tuning import Tuning
@@ -206,7 +207,8 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         raise StorageError(f"no database at {file}: read_only=True opens an existing one")
     busy_timeout = options.get("busy_timeout", DEFAULT_BUSY_TIMEOUT)
     where = f"open {resolved.describe()}"
-    with translate_errors(where):
+    held = _held_before_connecting(resolved, read_only)
+    with _released_on_failure(held), translate_errors(where):
         pool = PoolOptions(
             options.get("pool_size", PoolOptions.pool_size),
             options.get("max_overflow", PoolOptions.max_overflow),
@@ -220,8 +222,9 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
             echo=options.get("echo", False),
             pool=pool,
             read_only=read_only,
+            held=held,
         )
-    unit = UnitOfWork(engine, resolved, read_only=read_only)
+    unit = UnitOfWork(engine, resolved, read_only=read_only, held=held)
     store = SqlMemoryStore.over(
         unit,
         tuning=options.get("tuning") or Tuning(),
@@ -284,6 +287,34 @@ async def _recorded(unit: UnitOfWork, seconds: float) -> StoreEmbedder | None:
         return StoreEmbedder.made(named.spec, seconds)
     except LoopMemoryError as exc:
         raise EmbedderError(f"this store's embedder {named.spec!r} cannot be made: {exc}") from exc
+
+
+def _held_before_connecting(target: Target, read_only: bool) -> HeldFile | None:
+    """The process's descriptor of a SQLite file, before the engine's first connection.
+
+    A file that is missing (and not to be created) or a directory is left to
+    the engine and SQLite, which say why they cannot open it; a file that
+    cannot be read now is held once SQLite has opened it, if it can
+    (:meth:`UnitOfWork.watch_file`).
+    """
+    file = target.sqlite_file
+    if file is None or file.is_dir() or not file.parent.is_dir():
+        return None
+    try:
+        return hold(file, create=not read_only)
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def _released_on_failure(held: HeldFile | None) -> Iterator[None]:
+    """Let go of ``held`` if the block fails (no engine, so no connection, holds the file yet)."""
+    try:
+        yield
+    except BaseException:
+        if held is not None:
+            held.release()
+        raise
 
 
 def _flag(options: OpenOptions, name: Literal["read_only", "track_access"]) -> bool:

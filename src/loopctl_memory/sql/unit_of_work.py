@@ -15,13 +15,14 @@ The lane is chosen here, in :meth:`UnitOfWork.read` and
 store's state is checked (closed, read-only, its file lost), a caller's
 cancellation never interrupts a statement half way, errors are translated
 (:mod:`~loopctl_memory.sql.boundary`), and a SQLite file is watched
-(:mod:`~loopctl_memory.sql.file_watch`).
+(:mod:`~loopctl_memory.sql.files.watch`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
@@ -34,7 +35,8 @@ from loopctl_memory.sql import repository
 from loopctl_memory.sql.backend import Reader, Statement
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.engine import Target
-from loopctl_memory.sql.file_watch import PAGES_AS_OF, FileWatch
+from loopctl_memory.sql.files.held import HeldFile, hold
+from loopctl_memory.sql.files.watch import PAGES_AS_OF, FileWatch
 
 T = TypeVar("T")
 
@@ -46,16 +48,27 @@ class UnitOfWork:
     connection and so a single transaction: its units run one at a time.
     """
 
-    def __init__(self, engine: AsyncEngine, target: Target, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        target: Target,
+        *,
+        read_only: bool = False,
+        held: HeldFile | None = None,
+    ) -> None:
         self.engine = engine
         self.target = target
         self.backend = target.backend
         self.read_only = read_only
         self.closed = False
+        # The process that opened the connections: a fork()ed child must not use them.
+        self.opened_in = os.getpid()
         # :memory: is a single connection and so a single transaction: serialise.
         self._serial: AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if target.is_memory else contextlib.nullcontext()
         )
+        # The process's descriptor of the SQLite file, released once the engine is disposed.
+        self._held = held
         # The SQLite file as opened, (device, inode): a store notices when it is gone.
         self.file: FileWatch | None = None
         # Why the store stopped answering (its file vanished), once it did.
@@ -67,8 +80,19 @@ class UnitOfWork:
         return self.target.describe()
 
     def watch_file(self) -> None:
-        """Start watching the SQLite file the store opened (nothing for ``:memory:`` or servers)."""
-        self.file = FileWatch.of(self.target.sqlite_file)
+        """Start watching the SQLite file the store opened (nothing for ``:memory:`` or servers).
+
+        Raises:
+            StorageError: the file, which SQLite opened, cannot be read.
+
+        """
+        file = self.target.sqlite_file
+        if file is None:
+            return
+        with translate_errors(f"open {self.where}"):
+            if self._held is None:  # it could not be held before SQLite opened it
+                self._held = hold(file, create=False)
+            self.file = FileWatch(self._held)
 
     async def run(
         self,
@@ -197,16 +221,28 @@ class UnitOfWork:
         )
 
     async def close(self) -> None:
-        """Release every connection. Idempotent."""
+        """Release every connection. Idempotent.
+
+        In a child process forked while the store was open, only marks it closed:
+        the connections are the parent's, and SQLite forbids closing them here.
+        """
         if self.closed:
             return
         self.closed = True
+        if os.getpid() != self.opened_in:
+            return
         with translate_errors("close"):
             await self.engine.dispose()
+        # Only now that every connection is closed (a failed dispose keeps it): closing
+        # a descriptor of the file drops every lock the process's connections hold on it.
+        if self._held is not None:
+            self._held.release()
 
     def _check_open(self, *, write: bool) -> None:
         if self.closed:
             raise StoreClosedError(f"the store at {self.where} is closed")
+        if os.getpid() != self.opened_in:
+            raise forked_error(self.where, self.opened_in)
         if self._lost is not None:
             raise StorageError(self._lost)
         if write and self.read_only:
@@ -286,6 +322,14 @@ class UnitOfWork:
                     if abort.is_set():
                         await transaction.rollback()
                 return result
+
+
+def forked_error(where: str, opened_in: int) -> StorageError:
+    """The error of a store used in a child process forked after it was opened."""
+    return StorageError(
+        f"the store at {where} was opened in process {opened_in}, which this process was"
+        " forked from: SQLite connections must not cross a fork(); open a store in this process"
+    )
 
 
 async def _await_uncancellable(unit: asyncio.Future[T], abort: asyncio.Event) -> T:

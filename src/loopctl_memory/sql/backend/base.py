@@ -14,6 +14,7 @@ from loopctl_memory.flat import FlatBatch
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.engine import PoolOptions
+    from loopctl_memory.sql.files.held import HeldFile
 
 BEGIN_MODE = "loopctl_begin"  # execution option read by the "begin" listeners
 WRITE = "IMMEDIATE"
@@ -38,8 +39,9 @@ class Backend:
         """Keyword arguments for ``create_async_engine`` besides the URL."""
         raise NotImplementedError
 
-    def read_only_url(self, url: URL) -> URL:
-        """``url`` opened so that the database refuses every write."""
+    def read_only_url(self, url: URL, file: HeldFile | None) -> URL:
+        """``url`` opened so that the database refuses every write (``file``: a SQLite file's)."""
+        del file
         return url
 
     async def drop_cached_pages(self, driver: Any) -> None:

@@ -27,10 +27,12 @@ from loopctl_memory.sql.backend.base import (
     outside_transaction,
     register,
 )
+from loopctl_memory.sql.files import header
 from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS, INSERT_VECTORS
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.engine import PoolOptions
+    from loopctl_memory.sql.files.held import HeldFile
 
 PAGE_SIZE = 8192
 """Bytes a page of a new SQLite file; a file keeps the page size it was created with.
@@ -52,14 +54,14 @@ _CACHE_SIZE = -32768
 _CACHE_SIZE_READING_ONCE = -2048
 
 
-def _in_wal_mode(file: str) -> bool:
-    """Whether the SQLite file's header says write-ahead logging (read and write versions 2)."""
+def _in_wal_mode(file: HeldFile | None) -> bool:
+    """Whether the SQLite file's header says write-ahead logging (False if it cannot be read)."""
+    if file is None:
+        return False
     try:
-        with open(file, "rb") as opened:
-            header = opened.read(20)
+        return header.in_wal_mode(file.header())
     except OSError:
         return False
-    return len(header) == 20 and header[18:20] == b"\x02\x02"
 
 
 _AUTO_VACUUM_INCREMENTAL = 2  # what PRAGMA auto_vacuum answers
@@ -101,7 +103,7 @@ class SqliteBackend(Backend):
             options["poolclass"] = StaticPool
         return options
 
-    def read_only_url(self, url: URL) -> URL:
+    def read_only_url(self, url: URL, file: HeldFile | None) -> URL:
         """The file as a URI, ``mode=ro``; ``immutable=1`` where ``mode=ro`` cannot open it.
 
         A file in write-ahead-log mode needs its ``-shm`` file: a read-only
@@ -110,17 +112,18 @@ class SqliteBackend(Backend):
         exists, no process has the database open in WAL mode, and SQLite can read
         it only as ``immutable``: it then assumes that the file does not change
         while it is open (a writer that starts later, with the rights to, is not
-        seen).
+        seen). The header is read through ``file``, the process's descriptor of
+        the database (see :mod:`~loopctl_memory.sql.files.held`).
         """
-        file = os.path.abspath(str(url.database))
+        path = os.path.abspath(str(url.database))
         query = {"mode": "ro"}
         if (
             _in_wal_mode(file)
-            and not os.path.exists(f"{file}-shm")
-            and not os.access(os.path.dirname(file), os.W_OK)
+            and not os.path.exists(f"{path}-shm")
+            and not os.access(os.path.dirname(path), os.W_OK)
         ):
             query = {"immutable": "1"}
-        return url.set(database=Path(file).as_uri(), query={**query, "uri": "true"})
+        return url.set(database=Path(path).as_uri(), query={**query, "uri": "true"})
 
     async def drop_cached_pages(self, driver: Any) -> None:
         """Release the connection's page cache (outside any transaction)."""

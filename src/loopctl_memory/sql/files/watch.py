@@ -4,17 +4,18 @@ A change someone else made is counted whenever the store sees it, after a read
 as before a write (a read never changes the file itself: only commits and
 their checkpoints do). Before the next write, the file's header is checked
 (:meth:`FileWatch.damage`): a file overwritten in place or truncated is
-refused before the write could be acknowledged into it.
+refused before the write could be acknowledged into it. The header is read
+through the process's own descriptor of the file (:mod:`~loopctl_memory.sql.files.held`);
+the path is only ever ``stat``-ed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 
-_MAGIC = b"SQLite format 3\x00"
-_HEADER = 100
+from loopctl_memory.sql.files import header
+from loopctl_memory.sql.files.held import HeldFile
 
 PAGES_AS_OF = "loopctl_pages_as_of"
 """A pooled connection's note (``info``) of the modification count its cached pages reflect."""
@@ -29,23 +30,18 @@ class FileWatch:
     pages a connection has cached may no longer be what the file holds.
     """
 
-    __slots__ = ("_identity", "_page_size", "_seen", "changes", "checked", "path")
+    __slots__ = ("_file", "_page_size", "_seen", "changes", "checked", "path")
 
-    def __init__(self, file: Path) -> None:
-        self.path = os.path.abspath(file)  # as opened, whatever the working directory
+    def __init__(self, file: HeldFile) -> None:
+        self._file = file
+        self.path = file.path
         found = os.stat(self.path)
-        self._identity = (found.st_dev, found.st_ino)
         self._seen = (found.st_mtime_ns, found.st_size)
-        self._page_size = _page_size(_read_header(self.path))
+        self._page_size = header.page_size(file.header())
         self.changes = 0
         """How many times the file was seen modified by someone else."""
         self.checked = 0
         """Of those, how many the last check of the header followed."""
-
-    @classmethod
-    def of(cls, file: Path | None) -> FileWatch | None:
-        """A watch of ``file`` (None for ``:memory:`` and servers)."""
-        return None if file is None else cls(file)
 
     def look_before_writing(self) -> None:
         """Count a modification made since the store last looked (it then reads afresh)."""
@@ -67,15 +63,15 @@ class FileWatch:
         touch those pages.
         """
         try:
-            size = os.stat(self.path).st_size
-            header = _read_header(self.path)
+            size = self._file.size()
+            first = self._file.header()
         except OSError as exc:
             return f"can no longer be read ({exc.strerror})"
         if size == 0:
             return "was truncated to 0 bytes"
-        if not header.startswith(_MAGIC):
+        if not first.startswith(header.MAGIC):
             return "was overwritten: it no longer starts as a SQLite database does"
-        page_size = _page_size(header)
+        page_size = header.page_size(first)
         if self._page_size is not None and page_size != self._page_size:
             return f"was overwritten: its header says pages of {page_size} bytes"
         return None
@@ -93,7 +89,7 @@ class FileWatch:
         except OSError as exc:
             what = f"can no longer be examined ({exc.strerror})"
         else:
-            if (found.st_dev, found.st_ino) == self._identity:
+            if (found.st_dev, found.st_ino) == self._file.identity:
                 seen = (found.st_mtime_ns, found.st_size)
                 if not wrote and seen != self._seen:
                     self.changes += 1
@@ -104,16 +100,3 @@ class FileWatch:
             f"the database file {self.path} {what} while the store had it open: "
             "the store acknowledges nothing more; reopen it"
         )
-
-
-def _read_header(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return file.read(_HEADER)
-
-
-def _page_size(header: bytes) -> int | None:
-    """The page size a database header records; None for a header that is not one."""
-    if len(header) < _HEADER or not header.startswith(_MAGIC):
-        return None
-    size = int.from_bytes(header[16:18], "big")
-    return 65_536 if size == 1 else size
