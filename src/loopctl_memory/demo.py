@@ -6,8 +6,8 @@ as ``loopctl-memory search`` does, consolidates, closes the store, reopens it
 and checks that every entry is still there, field for field.
 
 Run it with ``make demo`` or ``python -m loopctl_memory.demo [DIRECTORY]``; the
-database is ``DIRECTORY/memory.db`` (default ``./.demo/memory.db``), recreated
-on every run.
+database is ``DIRECTORY/memory.db`` (default ``./.demo/memory.db``), emptied
+at the start of every run.
 """
 
 from __future__ import annotations
@@ -60,13 +60,23 @@ async def _snapshot(store: SqlMemoryStore) -> list[str]:
     return [entry_to_json(entry) async for entry in store.iter_entries()]
 
 
-def fresh_database(directory: Path) -> Path:
-    """``directory/memory.db``, with the directory created and any earlier database removed."""
+def demo_database(directory: Path) -> Path:
+    """``directory/memory.db``, with the directory created."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "memory.db"
-    for leftover in (path, path.with_name("memory.db-wal"), path.with_name("memory.db-shm")):
-        leftover.unlink(missing_ok=True)
-    return path.resolve()
+    return (directory / "memory.db").resolve()
+
+
+async def _emptied(store: SqlMemoryStore) -> int:
+    """Remove what an earlier run left, through SQLite; how many memories that was.
+
+    Never by deleting the files: another process (a server started on the
+    demo's database) may have them open, and a database file or its
+    write-ahead log deleted under SQLite loses what that process writes.
+    """
+    earlier = await store.with_descendants().forget(everything=True)
+    if earlier:
+        await store.consolidate(vacuum=True)
+    return earlier
 
 
 async def run(path: Path, console: Console) -> None:
@@ -82,6 +92,9 @@ async def run(path: Path, console: Console) -> None:
 
     memories = demo_memories()
     async with open_store(path) as store:
+        earlier = await _emptied(store)
+        if earlier:
+            console.print(f"emptied the database of an earlier run ({earlier} memories)")
         await store.store_many(memories)
         console.print(f"stored {await store.count()} memories in one transaction\n")
         for query, limit in SEARCHES:
@@ -130,7 +143,7 @@ def main(directory: Path | str | None = None, *, console: Console | None = None)
     """Run the demo in ``directory`` (default: the first argument, else ``./.demo``)."""
     if directory is None:
         directory = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_DIRECTORY
-    path = fresh_database(Path(directory))
+    path = demo_database(Path(directory))
     console = console or Console(highlight=False)
     asyncio.run(run(path, console))
     console.print(Text(f'Try: {_script()} --db {_shown(path)} search "git push rejected"'))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from loopctl_memory import MemoryCategory, demo
+from loopctl_memory import MemoryCategory, MemoryEntry, demo, sync
 
 from .conftest import stored_entries
 
@@ -30,10 +30,21 @@ def test_the_demo_runs_to_the_end_and_leaves_its_database(tmp_path):
     assert len(kept) < len(shipped)  # consolidation pruned the stale working notes
 
 
-def test_the_demo_recreates_its_database_on_every_run(tmp_path):
+def test_the_demo_empties_its_database_on_every_run_through_the_store(tmp_path):
+    """An earlier run's database is emptied by SQLite's own deletes, never by removing its
+    files: another process (a server started on it) may have them open."""
     run_demo(tmp_path)
+    database = tmp_path / "memory.db"
+    inode = database.stat().st_ino
+    with sync.open_store(database) as store:
+        store.scope("elsewhere").store(MemoryEntry(MemoryCategory.FACT, "left by hand"))
     output = run_demo(tmp_path)
+    assert "emptied the database of an earlier run" in output
     assert "stored 40 memories" in output
+    assert inode == database.stat().st_ino
+    with sync.open_store(database) as store:
+        assert [] == store.with_descendants().retrieve("left by hand", 5, ranking="bm25")
+        assert 0 == store.scope("elsewhere").count()
 
 
 def test_the_demo_data_ships_inside_the_package_and_covers_every_category():

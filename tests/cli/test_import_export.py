@@ -87,6 +87,23 @@ def test_export_to_a_missing_directory_fails_in_one_line(on_db, db, tmp_path):
     assert_fails(on_db("export", "-o", target), 1, f"the directory {target.parent} does not")
 
 
+def test_export_onto_or_import_from_the_database_files_is_refused_and_leaves_them(
+    on_db, db, tmp_path
+):
+    """Exporting there would replace the database; importing from there would open and
+    close the file beside SQLite, dropping SQLite's locks on it."""
+    store_entries(db, [entry("a"), entry("b")])
+    before = db.read_bytes()
+    link = tmp_path / "another-name.db"
+    link.hardlink_to(db)
+    for path in (db, tmp_path / "." / db.name, link, db.with_name(f"{db.name}-wal")):
+        assert_fails(on_db("export", "-o", path), 1, "is the database's own file")
+    for path in (db, link):
+        assert_fails(on_db("import", path), 1, "is the database's own file")
+    assert before == db.read_bytes()
+    assert ["a", "b"] == [e.memory for e in stored_entries(db)]
+
+
 def test_import_reads_standard_input(on_db, db):
     lines = "".join(entry_to_json(e) + "\n" for e in awkward_entries())
     result = on_db("import", "-", input=lines)

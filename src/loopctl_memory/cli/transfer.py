@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
@@ -22,6 +23,30 @@ class _Interrupted(click.ClickException):
     """Ctrl-C: the shell's status for an interrupted command (128 + SIGINT)."""
 
     exit_code = 130
+
+
+def _not_the_database(settings: Settings, path: Path) -> None:
+    """Refuse a JSON Lines file that is the database itself, or its ``-wal``, ``-shm`` or journal.
+
+    Exporting there would replace the database; importing from there would
+    open and close it beside SQLite, which drops SQLite's locks on it.
+    """
+    database = settings.sqlite_file()
+    if database is None:
+        return
+    base = os.path.realpath(database)
+    own = [base, *(f"{base}{suffix}" for suffix in ("-wal", "-shm", "-journal"))]
+    if os.path.realpath(path) in own or any(_same_file(path, file) for file in own):
+        raise click.ClickException(
+            f"{path} is the database's own file ({database}): choose another file"
+        )
+
+
+def _same_file(one: Path, other: str) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:  # either does not exist
+        return False
 
 
 @click.command(
@@ -47,6 +72,8 @@ def export_command(settings: Settings, output: Path | None) -> None:
         raise click.ClickException(
             f"cannot write {output}: the directory {output.parent} does not exist"
         )
+    if output is not None:
+        _not_the_database(settings, output)
 
     target = sys.stdout.buffer if output is None else output
     written = with_store(settings, lambda store: export_jsonl(store, target), descendants=True)
@@ -97,6 +124,8 @@ def import_command(settings: Settings, file: Path, batch_size: int, on_duplicate
     from loopctl_memory.jsonl import ImportFailedError, ImportReport, OnDuplicate, import_jsonl
 
     piped = str(file) == "-"
+    if not piped:
+        _not_the_database(settings, file)
     name = "standard input" if piped else str(file)
     progress = ImportProgress(None if piped else file.stat().st_size)
     mode: OnDuplicate = "skip" if on_duplicate == "skip" else "fail"
