@@ -68,6 +68,8 @@ class Report:
     long_lived: int = 0
     short_lived: int = 0
     entries_checked: int = 0
+    """Entries compared with the acknowledged changes, summed over the rounds."""
+    entries_at_end: int = 0
     acknowledged: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -77,6 +79,7 @@ class Report:
             f"{self.rounds} rounds, {self.long_lived} long-lived processes"
             f" ({self.operations} operations), {self.short_lived} short-lived processes,"
             f" {self.acknowledged} acknowledged changes, {self.entries_checked} entries checked"
+            f" over the rounds ({self.entries_at_end} at the end)"
         )
 
 
@@ -299,6 +302,7 @@ def run_stress(target: str | Path, directory: Path, shape: Shape = Shape()) -> R
         total.long_lived += report.long_lived
         total.short_lived += report.short_lived
         total.entries_checked += report.entries_checked
+        total.entries_at_end = report.entries_checked
         total.problems.extend(f"round {round_ + 1}: {p}" for p in report.problems)
         if report.problems:
             break

@@ -71,16 +71,13 @@ class HeldFile:
     the process needs it.
     """
 
-    __slots__ = ("_descriptor", "path")
+    __slots__ = ("_descriptor", "identity", "path")
 
     def __init__(self, path: str, descriptor: _Descriptor) -> None:
         self.path = path
-        self._descriptor: _Descriptor | None = descriptor
-
-    @property
-    def identity(self) -> Identity:
+        self.identity = descriptor.identity
         """(device, inode) of the file held: the one opened, wherever its path points now."""
-        return self._open().identity
+        self._descriptor: _Descriptor | None = descriptor
 
     def header(self) -> bytes:
         """The file's first 100 bytes as they are on disk now (fewer if the file is shorter).
