@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import random
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -48,6 +49,7 @@ import Stemmer
 from benchmarks.lifecycle_bench import write_section
 from benchmarks.run import machine
 from loopctl_memory import MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
+from loopctl_memory.context import Context
 
 LIMIT = 10
 """Answers asked for per question: the largest k measured."""
@@ -179,16 +181,24 @@ def load(path: Path) -> list[Conversation]:
 Retrieve = Callable[[SqlMemoryStore, str, int], Awaitable[list[MemoryEntry]]]
 
 
-def _ranked_by(ranking: str) -> Retrieve:
+def _ranked_by(ranking: str, context: Context | None = None) -> Retrieve:
     async def retrieve(view: SqlMemoryStore, question: str, limit: int) -> list[MemoryEntry]:
-        return await view.retrieve(question, limit, ranking=ranking)
+        return await view.retrieve(question, limit, ranking=ranking, context=context)
 
     return retrieve
 
 
-STORE_RANKINGS: list[tuple[str, Retrieve]] = [
-    (ranking, _ranked_by(ranking)) for ranking in ("reference", "bm25")
-]
+def _modes(rankings: Sequence[str]) -> list[tuple[str, Retrieve]]:
+    """Each ranking as the store ranks by default (context ``"auto"``) and with ``context=0``."""
+    modes = []
+    for ranking in rankings:
+        modes.append((ranking, _ranked_by(ranking)))
+        if ranking != "reference":
+            modes.append((f"{ranking}, context=0", _ranked_by(ranking, 0.0)))
+    return modes
+
+
+STORE_RANKINGS = _modes(("reference", "bm25"))
 """The store's ranking modes measured: a name, and how to ask a view with it."""
 
 
@@ -196,17 +206,25 @@ async def store_rankings(
     conversations: Sequence[Conversation],
     rankings: Sequence[tuple[str, Retrieve]],
     embedder: LookupEmbedder | None = None,
+    shuffle: int | None = None,
 ) -> dict[str, list[list[str]]]:
-    """Each ranking mode's answers (turn ids) to every question, conversation by conversation."""
+    """Each ranking mode's answers (turn ids) to every question, conversation by conversation.
+
+    ``shuffle``: store each conversation's turns in a random order (this seed's)
+    instead of as they were said.
+    """
     answers: dict[str, list[list[str]]] = {name: [] for name, _ in rankings}
     async with open_store(":memory:", embedder=embedder) as store:
         for talk in conversations:
             view = store.scope(talk.name)
+            turns = list(talk.turns)
+            if shuffle is not None:
+                random.Random(f"{shuffle}/{talk.name}").shuffle(turns)
             entries = [
-                MemoryEntry(MemoryCategory.FACT, turn.memory, relevance=1.0) for turn in talk.turns
+                MemoryEntry(MemoryCategory.FACT, turn.memory, relevance=1.0) for turn in turns
             ]
             await view.store_many(entries)
-            turn_of = {entry.id: turn.id for entry, turn in zip(entries, talk.turns, strict=True)}
+            turn_of = {entry.id: turn.id for entry, turn in zip(entries, turns, strict=True)}
             for name, retrieve in rankings:
                 for question in talk.questions:
                     found = await retrieve(view, question.text, LIMIT)
@@ -236,9 +254,7 @@ class LookupEmbedder:
         return vector
 
 
-EMBEDDING_RANKINGS: list[tuple[str, Retrieve]] = [
-    (ranking, _ranked_by(ranking)) for ranking in ("vector", "hybrid")
-]
+EMBEDDING_RANKINGS = _modes(("vector", "hybrid"))
 """The rankings that need the store's embedder (measured with ``--vectors``)."""
 
 
@@ -319,8 +335,11 @@ def section(
             "",
             *table(rows),
             "",
-            'One memory `"Speaker: text"` per turn (relevance 1.0, in order), one scope per'
-            " conversation; each question asked with `retrieve(question, 10)` in its scope."
+            'One memory `"Speaker: text"` per turn (relevance 1.0), stored in order or shuffled'
+            " (the same turns in a random order), one scope per conversation; each question"
+            " asked with `retrieve(question, 10)` in its scope, with the store's default"
+            ' context (`"auto"`: each scope\'s weight by how coherent its stream is) and with'
+            " `context=0`."
             " hit@k: the share of questions with an evidence turn among the first k answers;"
             " recall@k: the mean share of a question's evidence turns among them. The `bm25s`"
             f" row is no store: `bm25s` itself (Lucene BM25, k1 {BM25_K1}, b {BM25_B}, its"
@@ -345,21 +364,43 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=Path,
         help="an .npz of texts and their vectors (minilm-dev.npz): adds the vector and hybrid rows",
     )
+    parser.add_argument(
+        "--order",
+        choices=("in-order", "shuffled", "both"),
+        default="both",
+        help="store the turns as said, in a random order, or measure both (the default)",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="the random order's seed (default 1)")
     args = parser.parse_args(argv)
     conversations = load(args.data)
     questions = [question for talk in conversations for question in talk.questions]
-    answers = asyncio.run(store_rankings(conversations, STORE_RANKINGS))
-    rows = [(f"`{name}`", measure(answers[name], questions)) for name, _ in STORE_RANKINGS]
+    orders: list[tuple[str, int | None]] = []
+    if args.order != "shuffled":
+        orders.append(("in order", None))
+    if args.order != "in-order":
+        orders.append((f"shuffled, seed {args.seed}", args.seed))
+    embedder = LookupEmbedder(args.vectors) if args.vectors is not None else None
+    rows: list[tuple[str, Quality]] = []
+    for label, seed in orders:
+        answers = asyncio.run(store_rankings(conversations, STORE_RANKINGS, shuffle=seed))
+        rows += [
+            (f"`{name}` ({label})", measure(answers[name], questions)) for name, _ in STORE_RANKINGS
+        ]
+        if embedder is not None:
+            found = asyncio.run(
+                store_rankings(conversations, EMBEDDING_RANKINGS, embedder, shuffle=seed)
+            )
+            rows += [
+                (f"`{name}` ({label})", measure(found[name], questions))
+                for name, _ in EMBEDDING_RANKINGS
+            ]
     rows.append(
         (
             f"`bm25s` k1 {BM25_K1}, b {BM25_B} (no store)",
             measure(bm25s_rankings(conversations), questions),
         )
     )
-    if args.vectors is not None:
-        embedder = LookupEmbedder(args.vectors)
-        found = asyncio.run(store_rankings(conversations, EMBEDDING_RANKINGS, embedder))
-        rows += [(f"`{name}`", measure(found[name], questions)) for name, _ in EMBEDDING_RANKINGS]
+    if embedder is not None and args.vectors is not None:
         rows.append(
             (
                 f"cosine, brute force (no store; `{args.vectors.name}`)",

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-import numpy.typing as npt
 
-from loopctl_memory import bm25, embedding, fusion, lifecycle
+from loopctl_memory import bm25, embedding, lifecycle, plain_ranking
 from loopctl_memory.arguments import check_batch_size
 from loopctl_memory.binary32 import f32
-from loopctl_memory.bm25_tokens import document_tokens, query_tokens
+from loopctl_memory.context import Context, check_context, check_context_for
 from loopctl_memory.embedding import EMBED_BATCH, QueryVectors, Vectors
 from loopctl_memory.entry import (
     ConsolidationStats,
@@ -28,22 +26,12 @@ from loopctl_memory.errors import DuplicateEntryError, EmbedderError, InvalidArg
 from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
-from loopctl_memory.rankings import (
-    EMBEDDING_RANKINGS,
-    Explanation,
-    check_ranking,
-    explain_single,
-)
+from loopctl_memory.rankings import Explanation, check_ranking
 from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, parse_query
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _document(memory: str, tags: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(document_tokens(memory, tags))
 
 
 def _check_config(config: object) -> ConsolidationConfig:
@@ -75,6 +63,10 @@ class InMemoryStore:
             ``"reference"`` (loopctl 0.1.0, the default), ``"bm25"``, or, with
             an embedder, ``"vector"`` or ``"hybrid"``.
         bm25_k1, bm25_b: BM25's parameters (see :mod:`loopctl_memory.bm25`).
+        context: how much each entry's neighbours in insertion order count in
+            the ``bm25``, ``vector`` and ``hybrid`` rankings (see
+            :mod:`loopctl_memory.context`): ``"auto"`` (the default: by how
+            coherent the stream is) or a weight >= 0 (0: none).
         embedder: makes each entry's vector when it is stored or its memory
             changes (see :mod:`loopctl_memory.embedding`); an entry whose vector
             could not be made is stored anyway and pending until
@@ -104,6 +96,7 @@ class InMemoryStore:
         bm25_b: float = bm25.DEFAULT_B,
         embedder: Embedder | None = None,
         embed_timeout: float = embedding.DEFAULT_TIMEOUT,
+        context: Context = "auto",
     ) -> None:
         if type(track_access) is not bool:
             raise InvalidArgumentError(
@@ -128,6 +121,7 @@ class InMemoryStore:
         self._reembedding: tuple[str, dict[uuid.UUID, tuple[str, Vectors]]] = ("", {})
         self._ranking = self._check_ranking(ranking)
         self._bm25 = bm25.Bm25Parameters(bm25_k1, bm25_b)
+        self._context = check_context(context)
         self._clock: Callable[[], datetime] = _utc_now if clock is None else clock
         self._entries: list[MemoryEntry] = []
         self._ids: set[uuid.UUID] = set()
@@ -292,16 +286,21 @@ class InMemoryStore:
         *,
         ranking: str | None = None,
         filter: MemoryFilter | None = None,
+        context: Context | None = None,
     ) -> list[MemoryEntry]:
         """Return the best ``limit`` entries by the ranking (the store's by default), stably.
 
         Only the entries ``filter`` passes compete; it never changes BM25's
-        statistics. With ``track_access``, each returned entry the query
+        statistics. ``context`` (default: the store's) weighs the neighbours
+        of each entry in insertion order (:mod:`loopctl_memory.context`; not
+        for ``reference``). With ``track_access``, each returned entry the query
         matched first has its ``access_count`` raised by one (saturating at
         2**63 - 1) and its ``last_accessed`` moved to now (never back); it is
         returned so stamped.
         """
-        found = await self.retrieve_scored(query, limit, ranking=ranking, filter=filter)
+        found = await self.retrieve_scored(
+            query, limit, ranking=ranking, filter=filter, context=context
+        )
         return [entry for entry, _ in found]
 
     async def retrieve_scored(
@@ -312,6 +311,7 @@ class InMemoryStore:
         ranking: str | None = None,
         filter: MemoryFilter | None = None,
         matched_only: bool = False,
+        context: Context | None = None,
     ) -> list[tuple[MemoryEntry, float]]:
         """:meth:`retrieve` with each entry's score (reference: its binary32 value, as a float).
 
@@ -319,83 +319,10 @@ class InMemoryStore:
         raised above their baseline score compete (BM25 returns only those
         anyway); the ranking among them is unchanged.
         """
-        validate_query(query, limit)
-        chosen = self._ranking if ranking is None else self._check_ranking(ranking)
-        passes = check_filter(filter)
-        if chosen == "bm25":
-            scored = self._bm25_scored(query)
-        elif chosen in EMBEDDING_RANKINGS:
-            scored = await self._embedding_scored(query, chosen)
-        else:
-            parsed = parse_query(query)
-            scored = [
-                (parsed.score_of(entry.relevance, entry.memory, entry.tags), entry)
-                for entry in self._entries
-            ]
-            if matched_only:
-                scored = [pair for pair in scored if pair[0] > baseline_score(pair[1].relevance)]
-        if passes is not None:
-            scored = [pair for pair in scored if passes.matches(pair[1])]
-        scored.sort(key=lambda pair: pair[0], reverse=True)  # stable: ties keep insertion order
-        chosen_entries = scored[:limit]
-        if self._track_access:
-            entries = [entry for _, entry in chosen_entries]
-            matches = (
-                lifecycle.access_matches(query, entries)
-                if chosen == "reference"
-                else [True] * len(entries)
-            )
-            accessed = [entry for entry, matched in zip(entries, matches, strict=True) if matched]
-            if accessed:  # the clock is read only when there is something to stamp
-                lifecycle.stamp_accessed(accessed, self._now())
-        return [(copy_entry(entry), score) for score, entry in chosen_entries]
-
-    def _bm25_scored(self, query: str) -> list[tuple[float, MemoryEntry]]:
-        """The entries with a positive BM25 score, in insertion order, with it."""
-        documents = [_document(entry.memory, tuple(entry.tags)) for entry in self._entries]
-        scores = bm25.scores(query_tokens(query), documents, self._bm25)
-        return [
-            (score, entry) for score, entry in zip(scores, self._entries, strict=True) if score > 0
-        ]
-
-    async def _embedding_scored(self, query: str, ranking: str) -> list[tuple[float, MemoryEntry]]:
-        """The entries ``ranking`` (vector or hybrid) returns, in insertion order, with scores.
-
-        Raises:
-            EmbedderError: the query's vector could not be made.
-
-        """
-        has_vector, cosines = await self._cosines(query)
-        entries = self._entries
-        if ranking == "vector":
-            return [(float(cosines[n]), entries[n]) for n in np.flatnonzero(has_vector)]
-        lexical = self._bm25_array(query)
-        scores = fusion.hybrid_scores(lexical, cosines, has_vector)
-        return [
-            (float(scores[n]), entries[n])
-            for n in np.flatnonzero(fusion.competing(lexical, has_vector))
-        ]
-
-    async def _cosines(self, query: str) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
-        """Which entries have a vector, and each one's cosine with the query's (by position)."""
-        embedder = self._embedder
-        assert embedder is not None  # noqa: S101 - checked with the ranking
-        wanted = await self._query_vectors.vector(embedder, query, self._embed_timeout)
-        entries = self._entries
-        has_vector = np.zeros(len(entries), np.bool_)
-        rows = np.zeros((len(entries), embedder.dims), np.float32)
-        for n, entry in enumerate(entries):
-            held = self._vectors.get(entry.id)
-            if held is not None and held[0] == entry.memory:
-                has_vector[n] = True
-                rows[n] = held[1]
-        return has_vector, embedding.cosines(rows, wanted)
-
-    def _bm25_array(self, query: str) -> npt.NDArray[np.float64]:
-        """Each entry's BM25 score, 0 where it is not positive (by position)."""
-        documents = [_document(entry.memory, tuple(entry.tags)) for entry in self._entries]
-        lexical = np.array(bm25.scores(query_tokens(query), documents, self._bm25), np.float64)
-        return np.where(lexical > 0, lexical, 0.0)
+        found = await self.retrieve_explained(
+            query, limit, ranking=ranking, filter=filter, matched_only=matched_only, context=context
+        )
+        return [(entry, parts.score) for entry, parts in found]
 
     async def retrieve_explained(
         self,
@@ -405,27 +332,81 @@ class InMemoryStore:
         ranking: str | None = None,
         filter: MemoryFilter | None = None,
         matched_only: bool = False,
+        context: Context | None = None,
     ) -> list[tuple[MemoryEntry, Explanation]]:
         """:meth:`retrieve_scored`, each score with its parts (:class:`Explanation`)."""
+        validate_query(query, limit)
         chosen = self._ranking if ranking is None else self._check_ranking(ranking)
-        found = await self.retrieve_scored(
-            query, limit, ranking=chosen, filter=filter, matched_only=matched_only
+        weighing = self._context if context is None else check_context(context)
+        check_context_for(chosen, weighing)
+        passes = check_filter(filter)
+        scored: list[tuple[float, MemoryEntry, Explanation]]
+        if chosen == "reference":
+            parsed = parse_query(query)
+            scored = []
+            for entry in self._entries:
+                score = parsed.score_of(entry.relevance, entry.memory, entry.tags)
+                if not matched_only or score > baseline_score(entry.relevance):
+                    scored.append((score, entry, Explanation(score)))
+        else:
+            scored = await self._ranked(query, chosen, weighing)
+        if passes is not None:
+            scored = [found for found in scored if passes.matches(found[1])]
+        scored.sort(key=lambda found: found[0], reverse=True)  # stable: ties keep insertion order
+        chosen_entries = scored[:limit]
+        if self._track_access:
+            entries = [entry for _, entry, _ in chosen_entries]
+            matches = (
+                lifecycle.access_matches(query, entries)
+                if chosen == "reference"
+                else [True] * len(entries)
+            )
+            accessed = [entry for entry, matched in zip(entries, matches, strict=True) if matched]
+            if accessed:  # the clock is read only when there is something to stamp
+                lifecycle.stamp_accessed(accessed, self._now())
+        return [(copy_entry(entry), parts) for _, entry, parts in chosen_entries]
+
+    async def _ranked(
+        self, query: str, ranking: str, weighing: Context
+    ) -> list[tuple[float, MemoryEntry, Explanation]]:
+        """The entries ``ranking`` (bm25, vector or hybrid) lets compete, in insertion order.
+
+        Raises:
+            EmbedderError: the query's vector could not be made.
+
+        """
+        entries = self._entries
+        lexical = (
+            None if ranking == "vector" else plain_ranking.bm25_array(entries, query, self._bm25)
         )
-        if chosen != "hybrid":
-            return [(entry, explain_single(chosen, score)) for entry, score in found]
-        has_vector, cosines = await self._cosines(query)
-        lexical = self._bm25_array(query)
-        held = cosines[has_vector]
-        low, high = (float(held.min()), float(held.max())) if len(held) else (0.0, 0.0)
-        top = float(lexical.max()) if len(lexical) else 0.0
-        position = {entry.id: n for n, entry in enumerate(self._entries)}
-        explained = []
-        for entry, score in found:
-            n = position[entry.id]
-            cosine = float(cosines[n]) if has_vector[n] else None
-            parts = Explanation(score, float(lexical[n]), cosine, top, low, high)
-            explained.append((entry, parts))
-        return explained
+        cosines = None if ranking == "bm25" else await self._cosines(query)
+        vectors = None if self._embedder is None else [self._vector_of(e) for e in entries]
+        weight = plain_ranking.weight_of(weighing, entries, vectors)
+        found = plain_ranking.ranked(ranking, lexical, cosines, weight=weight)
+        return [
+            (float(found.scores[n]), entries[n], found.explained[n])
+            for n in np.flatnonzero(found.competing)
+        ]
+
+    def _vector_of(self, entry: MemoryEntry) -> Vectors | None:
+        """The vector of ``entry``'s current memory, or None while it is pending."""
+        held = self._vectors.get(entry.id)
+        return held[1] if held is not None and held[0] == entry.memory else None
+
+    async def _cosines(self, query: str) -> plain_ranking.Cosines:
+        """Which entries have a vector, and each one's cosine with the query's (by position)."""
+        embedder = self._embedder
+        assert embedder is not None  # noqa: S101 - checked with the ranking
+        wanted = await self._query_vectors.vector(embedder, query, self._embed_timeout)
+        entries = self._entries
+        has_vector = np.zeros(len(entries), np.bool_)
+        rows = np.zeros((len(entries), embedder.dims), np.float32)
+        for n, entry in enumerate(entries):
+            vector = self._vector_of(entry)
+            if vector is not None:
+                has_vector[n] = True
+                rows[n] = vector
+        return plain_ranking.Cosines(has_vector, embedding.cosines(rows, wanted))
 
     async def consolidate(
         self, config: ConsolidationConfig | None = None, *, vacuum: bool = False

@@ -50,6 +50,11 @@ class Explanation:
     (each part 0 where its divisor is 0 or the cosine is None). The reference
     score has no parts here: it is ``relevance * 0.5 + 0.4 * word share + 0.3 *
     tag match + 0.1``, as the README details.
+
+    With context (:mod:`loopctl_memory.context`), ``context`` is what the
+    entry's neighbours added at ``context_weight``, the other parts are the
+    entry's own: ``score == own + context``, ``own`` being the score the parts
+    above give. Without (a weight of 0), both are None.
     """
 
     score: float
@@ -58,6 +63,8 @@ class Explanation:
     bm25_max: float | None = None
     cosine_min: float | None = None
     cosine_max: float | None = None
+    context: float | None = None
+    context_weight: float | None = None
 
 
 def explain_single(ranking: str, score: float) -> Explanation:

@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Unpack
 
+from loopctl_memory.context import Context
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch
@@ -151,10 +152,12 @@ class SyncMemoryStore:
         *,
         ranking: str | None = None,
         filter: MemoryFilter | None = None,
+        context: Context | None = None,
     ) -> list[MemoryEntry]:
         """Return up to ``limit`` entries, best first by ``ranking`` (default: the store's).
 
-        Only the entries ``filter`` passes compete. See
+        Only the entries ``filter`` passes compete; ``context`` weighs each
+        entry's neighbours (default: the store's). See
         :meth:`loopctl_memory.SqlMemoryStore.retrieve`.
 
         Raises:
@@ -163,7 +166,9 @@ class SyncMemoryStore:
             StorageError: the store is closed or the database failed.
 
         """
-        return self._runner.run(self._store.retrieve(query, limit, ranking=ranking, filter=filter))
+        return self._runner.run(
+            self._store.retrieve(query, limit, ranking=ranking, filter=filter, context=context)
+        )
 
     def retrieve_scored(
         self,
@@ -173,6 +178,7 @@ class SyncMemoryStore:
         ranking: str | None = None,
         filter: MemoryFilter | None = None,
         matched_only: bool = False,
+        context: Context | None = None,
     ) -> list[tuple[MemoryEntry, float]]:
         """Like :meth:`retrieve`, each entry with its score for ``query``.
 
@@ -181,7 +187,12 @@ class SyncMemoryStore:
         """
         return self._runner.run(
             self._store.retrieve_scored(
-                query, limit, ranking=ranking, filter=filter, matched_only=matched_only
+                query,
+                limit,
+                ranking=ranking,
+                filter=filter,
+                matched_only=matched_only,
+                context=context,
             )
         )
 
@@ -193,11 +204,17 @@ class SyncMemoryStore:
         ranking: str | None = None,
         filter: MemoryFilter | None = None,
         matched_only: bool = False,
+        context: Context | None = None,
     ) -> list[tuple[MemoryEntry, Explanation]]:
         """:meth:`retrieve_scored`, each score with its parts (see the async store)."""
         return self._runner.run(
             self._store.retrieve_explained(
-                query, limit, ranking=ranking, filter=filter, matched_only=matched_only
+                query,
+                limit,
+                ranking=ranking,
+                filter=filter,
+                matched_only=matched_only,
+                context=context,
             )
         )
 

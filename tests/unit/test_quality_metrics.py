@@ -86,14 +86,15 @@ async def test_the_store_and_bm25s_answer_turn_ids(tmp_path):
     )
     conversations = quality.load(dev)
     answers = await quality.store_rankings(conversations, quality.STORE_RANKINGS)
-    assert ["reference", "bm25"] == list(answers)
+    assert ["reference", "bm25", "bm25, context=0"] == list(answers)
     assert 2 == len(answers["reference"])
     assert all(len(ranked) <= quality.LIMIT for ranked in answers["reference"])
     assert "D1:1" in answers["reference"][0]
     # bm25s answers only the turns that share a stem with the question ("ann", "puppi";
     # "bob", "paint"), best first; the last two score alike and come in turn order.
     assert [["D1:1", "D2:1"], ["D1:2", "D2:2"]] == quality.bm25s_rankings(conversations)
-    assert quality.bm25s_rankings(conversations) == answers["bm25"]  # the store's, the same
+    assert quality.bm25s_rankings(conversations) == answers["bm25, context=0"]  # the store's
+    assert answers["bm25"] == answers["bm25, context=0"]  # two turns: no stream to measure
 
 
 async def test_the_vector_rankings_are_the_brute_force_cosine_and_its_fusion(tmp_path):

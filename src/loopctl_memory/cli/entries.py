@@ -21,10 +21,12 @@ from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, need_embedder, with_store
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
+from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.rankings import EMBEDDING_RANKINGS, RANKINGS
 
 if TYPE_CHECKING:
+    from loopctl_memory.context import Context
     from loopctl_memory.sql.store import SqlMemoryStore
 
 
@@ -137,6 +139,15 @@ SEARCH_RANKING = "reference"
     help="Only validated memories, or only those not validated.",
 )
 @click.option(
+    "--context",
+    "weighing",
+    metavar="auto|WEIGHT",
+    callback=lambda _ctx, _param, value: _context(value),
+    help="How much each memory's neighbours (those stored just before and after it in its "
+    "scope) count with ranking bm25, vector or hybrid: 'auto' (the default: as much as the "
+    "scope's memories read as a stream) or a weight (0: not at all).",
+)
+@click.option(
     "--include-unmatched",
     is_flag=True,
     help="With ranking 'reference': also show the memories no word of the query matched, "
@@ -165,6 +176,7 @@ def search(
     since: datetime | None,
     until: datetime | None,
     validated: bool | None,
+    weighing: Context | None,
     include_unmatched: bool,
     descendants: bool,
     as_json: bool,
@@ -194,8 +206,15 @@ def search(
     async def work(store: SqlMemoryStore) -> tuple[list[SearchResult], str]:
         if chosen in EMBEDDING_RANKINGS:
             need_embedder(store)
+        if weighing is not None and chosen == "reference" and weighing != "auto" and weighing > 0:
+            raise click.UsageError("--context applies to --ranking bm25, vector or hybrid")
         scored = await store.retrieve_scored(
-            query, limit, ranking=chosen, filter=passes, matched_only=not include_unmatched
+            query,
+            limit,
+            ranking=chosen,
+            filter=passes,
+            matched_only=not include_unmatched,
+            context=weighing,
         )
         found = [  # the JSON has the full ids: no short ids to look up
             SearchResult(entry, score, "" if as_json else await store.short_id(entry.id))
@@ -220,6 +239,18 @@ def search(
         from loopctl_memory.cli.rendering import SearchResults, console
 
         console().print(SearchResults(found))
+
+
+def _context(value: str | None) -> Context | None:
+    """``--context``: ``auto`` or a weight >= 0 (None: the store's)."""
+    from loopctl_memory.context import check_context
+
+    if value is None:
+        return None
+    try:
+        return check_context(value if value == "auto" else float(value), what="--context")
+    except (ValueError, InvalidArgumentError) as exc:
+        raise click.BadParameter(f"{value!r} is neither 'auto' nor a weight >= 0") from exc
 
 
 async def _nothing_found(

@@ -53,7 +53,8 @@ def json_score(value: float, ranking: str) -> float:
 
     A reference or ``vector`` score is a binary32 value: the shortest decimal
     that reads back as that value (0.725, not 0.7250000238418579); a BM25 or
-    ``hybrid`` score is binary64 and stays as it is.
+    ``hybrid`` score, and a ``vector`` score with context, is binary64 and stays
+    as it is.
     """
     if ranking in {"bm25", "hybrid"}:
         return value
@@ -61,7 +62,7 @@ def json_score(value: float, ranking: str) -> float:
         text = f"{value:.{digits}g}"
         if f32(float(text)) == value:
             return float(text)
-    return value  # pragma: no cover - nine digits always round-trip binary32
+    return value  # not binary32: a vector score with its neighbours' part
 
 
 def _decimal(text: str) -> str:

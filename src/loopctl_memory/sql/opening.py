@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from loopctl_memory import embedding, migrate
 from loopctl_memory.bm25 import DEFAULT_B, DEFAULT_K1, Bm25Parameters
+from loopctl_memory.context import AUTO, Context, check_context
 from loopctl_memory.embedding import check_timeout
 from loopctl_memory.errors import (
     DatabaseBusyError,
@@ -93,6 +94,10 @@ class OpenOptions(TypedDict, total=False):
             another until ``reembed``; an entry whose vector could not be made is
             stored and pending (``pending_embeddings``, ``embed_pending``).
         embed_timeout: seconds an embedder call may take (default 30).
+        context: how much each entry's neighbours in its scope's insertion order
+            count in the ``bm25``, ``vector`` and ``hybrid`` rankings
+            (:mod:`loopctl_memory.context`): ``"auto"`` (the default: by how
+            coherent each scope's stream is) or a weight >= 0 (0: none).
 
     """
 
@@ -114,6 +119,7 @@ class OpenOptions(TypedDict, total=False):
     bm25_b: float
     embedder: Embedder | str | None
     embed_timeout: float
+    context: Context
 
 
 RECORDED = "recorded"
@@ -198,6 +204,7 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
     )
     ranking = check_ranking(options.get("ranking", "reference"), has_embedder=given is not None)
     bm25 = Bm25Parameters(options.get("bm25_k1", DEFAULT_K1), options.get("bm25_b", DEFAULT_B))
+    weighing = check_context(options.get("context", AUTO))
     if read_only and track_access:
         raise InvalidArgumentError("track_access=True writes access stamps: not read_only")
     if read_only and resolved.is_memory:
@@ -233,6 +240,7 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         clock=options.get("clock"),
         ranking=ranking,
         bm25=bm25,
+        context=weighing,
         embed_timeout=seconds,
         graph_home=None
         if resolved.is_memory

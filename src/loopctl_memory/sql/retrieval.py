@@ -9,6 +9,7 @@ only narrows who competes (never BM25's statistics).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +17,7 @@ from datetime import datetime
 from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.bm25_tokens import query_tokens
+from loopctl_memory.context import Context
 from loopctl_memory.embedding import Vectors
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.filters import MemoryFilter
@@ -26,8 +28,9 @@ from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import filtering, repository
 from loopctl_memory.sql.backend import Reader, Statement
-from loopctl_memory.sql.ranking import bm25, reference, vector
-from loopctl_memory.sql.ranking.state import RankingState
+from loopctl_memory.sql.ranking import bm25, context, reference, vector
+from loopctl_memory.sql.ranking.context import Scored
+from loopctl_memory.sql.ranking.state import Mask, RankingState
 from loopctl_memory.sql.unit_of_work import UnitOfWork
 
 
@@ -45,6 +48,10 @@ class Request:
     query_vector: Vectors | None = None
     """The query's vector, made before the read, for the vector and hybrid rankings."""
     embedder_id: int = 0
+    dims: int = 0
+    """The store's embedder's dimensions (0: none): its vectors measure ``"auto"`` context."""
+    context: Context = 0.0
+    """The context weight, or ``"auto"`` (:mod:`loopctl_memory.context`)."""
     explain: bool = False
     """Also each score's parts (``retrieve_explained``)."""
 
@@ -69,7 +76,7 @@ async def retrieve_explained(
     def answer(reader: Reader) -> Answer:
         state.refresh(reader)
         found = ranked(state, reader, request)
-        seqs = [seq for seq, _ in found]
+        seqs = [item.seq for item in found]
         return (
             seqs,
             repository.entries_by_seq(reader, seqs),
@@ -90,35 +97,96 @@ async def retrieve_explained(
 
 
 def _explained(
-    state: RankingState, reader: Reader, request: Request, found: list[tuple[int, float]]
+    state: RankingState, reader: Reader, request: Request, found: list[Scored]
 ) -> list[Explanation]:
     """Each score of ``found`` with its parts (only the score unless ``request.explain``)."""
-    if not request.explain or request.ranking != "hybrid" or request.query_vector is None:
-        ranking = request.ranking if request.explain else "reference"
-        return [explain_single(ranking, score) for _, score in found]
-    parts = vector.hybrid_parts(
-        state,
-        reader,
-        request.query_vector,
-        [seq for seq, _ in found],
-        request.scope,
-        request.embedder_id,
-        (query_tokens(request.query), request.parameters),
-    )
+    if not request.explain:
+        return [Explanation(item.score) for item in found]
+    if request.ranking != "hybrid" or request.query_vector is None:
+        own = [explain_single(request.ranking, item.own) for item in found]
+    else:
+        parts = vector.hybrid_parts(
+            state,
+            reader,
+            request.query_vector,
+            [item.seq for item in found],
+            request.scope,
+            request.embedder_id,
+            (query_tokens(request.query), request.parameters),
+        )
+        own = [
+            Explanation(item.own, lexical, cosine, top, span[0], span[1])
+            for item, (lexical, cosine, top, span) in zip(found, parts, strict=True)
+        ]
+    if request.ranking == "vector":  # an entry competing by its neighbours alone has no vector
+        own = [
+            part if item.alone else Explanation(item.own)
+            for item, part in zip(found, own, strict=True)
+        ]
     return [
-        Explanation(score, lexical, cosine, top, span[0], span[1])
-        for (_, score), (lexical, cosine, top, span) in zip(found, parts, strict=True)
+        part
+        if item.weight == 0.0
+        else Explanation(
+            item.score,
+            part.bm25,
+            part.cosine,
+            part.bm25_max,
+            part.cosine_min,
+            part.cosine_max,
+            context=item.part,
+            context_weight=item.weight,
+        )
+        for item, part in zip(found, own, strict=True)
     ]
 
 
-def ranked(state: RankingState, reader: Reader, request: Request) -> list[tuple[int, float]]:
-    """The seqs and scores of the best entries for ``request``, best first.
+def ranked(state: RankingState, reader: Reader, request: Request) -> list[Scored]:
+    """The best entries for ``request``, best first, with their scores' own and context parts.
 
     ``state`` must already be refreshed in ``reader``'s transaction.
     """
-    passes, scope, limit = request.passes, request.scope, request.limit
+    passes = request.passes
     size = state.top + 1
     allowed = filtering.passing(state, reader, passes, size) if passes is not None else None
+    if request.ranking != "reference" and request.context != 0.0:
+        weights = context.weights(
+            state, reader, request.scope, request.context, (request.embedder_id, request.dims)
+        )
+        if weights is not None:
+            scorer = _scorer(state, reader, request)
+            return context.top_scored(state, scorer, weights, allowed, request.limit)
+    found = _plain(state, reader, request, allowed)
+    return [Scored(seq, score, score, 0.0, 0.0) for seq, score in found]
+
+
+def _scorer(state: RankingState, reader: Reader, request: Request) -> context.Scorer:
+    """What context asks of ``request``'s ranking: its plain best, and any entry's own score."""
+
+    def plain_best(limit: int, allowed: Mask | None) -> list[tuple[int, float]]:
+        return _plain(state, reader, dataclasses.replace(request, limit=limit), allowed)
+
+    if request.ranking == "bm25":
+        tokens = query_tokens(request.query)
+        matched, scores = bm25.positive_scores(
+            state, reader, tokens, request.scope, request.parameters
+        )
+        return context.Scorer.over(matched, scores)
+    if request.query_vector is None:  # pragma: no cover - made for these rankings
+        raise AssertionError("the vector rankings need the query's vector")
+    lexical = (
+        (query_tokens(request.query), request.parameters) if request.ranking == "hybrid" else None
+    )
+    own, alone = vector.own_scores(
+        state, reader, request.query_vector, request.scope, request.embedder_id, lexical
+    )
+    return context.Scorer(plain_best, own, alone)
+
+
+def _plain(
+    state: RankingState, reader: Reader, request: Request, allowed: Mask | None
+) -> list[tuple[int, float]]:
+    """The seqs and scores of the best entries for ``request`` without context, best first."""
+    scope, limit = request.scope, request.limit
     if request.ranking == "bm25":
         tokens = query_tokens(request.query)
         return bm25.top_scored(state, reader, tokens, limit, scope, request.parameters, allowed)

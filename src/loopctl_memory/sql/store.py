@@ -7,12 +7,10 @@ rankers; opening a store is :mod:`~loopctl_memory.sql.opening`.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
@@ -21,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from loopctl_memory import lifecycle, migrate
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.bm25 import Bm25Parameters
+from loopctl_memory.context import Context, check_context, check_context_for
 from loopctl_memory.embedding import DEFAULT_TIMEOUT
 from loopctl_memory.entry import (
     ConsolidationStats,
@@ -39,43 +38,18 @@ from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
-from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.repository import ScopeIds
 from loopctl_memory.sql.store_embeddings import EmbeddingOperations
 from loopctl_memory.sql.store_lookups import IdLookups
-from loopctl_memory.sql.term_ids import KnownTerms
+from loopctl_memory.sql.store_shared import SharedState
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(slots=True)
-class _Shared:
-    """What a store and its views share: the unit of work, the copy for retrieval, options."""
-
-    unit: UnitOfWork
-    tuning: Tuning
-    track_access: bool
-    consolidation: ConsolidationConfig
-    clock: Callable[[], datetime]
-    ranking: RankingState
-    ranks_by: str  # the ranking retrieve uses when a call names none
-    bm25: Bm25Parameters
-    # One retrieval at a time uses the copy, and opens its transaction only once it
-    # holds the lock: the copy then only ever moves forward in time.
-    ranking_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    watermark_seen: int = 0  # when single stores should check the tail's length
-    # A scope name (and a term) keeps its id for ever, so a view asks for it once.
-    scope_ids: dict[str, int] = field(default_factory=lambda: {"": 0})
-    term_ids: KnownTerms = field(default_factory=KnownTerms)
-    embed_timeout: float = DEFAULT_TIMEOUT  # for an embedder bound later (reembed)
-    embedder: StoreEmbedder | None = None
-    maybe_pending: bool = True  # whether entries may wait for vectors (see store_embeddings)
 
 
 class SqlMemoryStore(EmbeddingOperations, IdLookups):
@@ -88,7 +62,9 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
     ``:memory:`` database is one connection, so its operations run one at a time.
     """
 
-    def __init__(self, shared: _Shared, scope: Scope, root: SqlMemoryStore | None = None) -> None:
+    def __init__(
+        self, shared: SharedState, scope: Scope, root: SqlMemoryStore | None = None
+    ) -> None:
         """A store over ``shared`` reading ``scope``; ``root`` is the store a view belongs to."""
         self._shared = shared
         self._unit = shared.unit
@@ -106,6 +82,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         clock: Callable[[], datetime] | None,
         ranking: str = "reference",
         bm25: Bm25Parameters | None = None,
+        context: Context = "auto",
         embed_timeout: float = DEFAULT_TIMEOUT,
         graph_home: GraphHome | None = None,
     ) -> SqlMemoryStore:
@@ -114,7 +91,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         ``graph_home``: where the vectors' graph files go (None: nowhere, every vector
         is held in memory).
         """
-        shared = _Shared(
+        shared = SharedState(
             unit=unit,
             tuning=tuning,
             track_access=track_access,
@@ -123,6 +100,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
             ranking=RankingState(tuning, graph_home),  # this process's copy for retrieval
             ranks_by=ranking,
             bm25=bm25 or Bm25Parameters(),
+            context=context,
             embed_timeout=embed_timeout,
         )
         return cls(shared, Scope())
@@ -243,19 +221,27 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         *,
         ranking: str | None = None,
         filter: MemoryFilter | None = None,
+        context: Context | None = None,
     ) -> list[MemoryEntry]:
         """Return up to ``limit`` entries, best first by ``ranking`` (default: the store's).
 
         ``"reference"`` ranks exactly as loopctl 0.1.0; ``"bm25"`` by Lucene
         BM25 (:mod:`loopctl_memory.bm25`), only entries that share a word with
-        the query. Only the entries ``filter`` passes compete.
+        the query. Only the entries ``filter`` passes compete. ``context``
+        (default: the store's, ``"auto"`` unless ``open_store(context=)`` says
+        otherwise) weighs each entry's neighbours in its scope's insertion
+        order in ``bm25``, ``vector`` and ``hybrid`` (:mod:`loopctl_memory.context`).
 
         Raises:
             InvalidEntryError: ``query`` is not a str or ``limit`` is not an int >= 0.
-            InvalidArgumentError: an unknown ranking, or ``filter`` is not a MemoryFilter.
+            InvalidArgumentError: an unknown ranking, ``filter`` is not a MemoryFilter,
+                or ``context`` is neither ``"auto"`` nor a weight >= 0 (or one > 0
+                for ``reference``, which ranks as loopctl 0.1.0 does).
 
         """
-        found = await self.retrieve_scored(query, limit, ranking=ranking, filter=filter)
+        found = await self.retrieve_scored(
+            query, limit, ranking=ranking, filter=filter, context=context
+        )
         return [entry for entry, _ in found]
 
     async def retrieve_scored(
@@ -266,6 +252,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         ranking: str | None = None,
         filter: MemoryFilter | None = None,
         matched_only: bool = False,
+        context: Context | None = None,
     ) -> list[tuple[MemoryEntry, float]]:
         """:meth:`retrieve` with each entry's score (reference: its binary32 value, as a float).
 
@@ -274,7 +261,9 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         with unmatched entries; BM25 never does); the ranking among them is
         unchanged. Raises as :meth:`retrieve` does.
         """
-        found = await self._retrieve(query, limit, ranking, filter, matched_only, explain=False)
+        found = await self._retrieve(
+            query, limit, ranking, filter, matched_only, context=context, explain=False
+        )
         return [(entry, parts.score) for entry, parts in found]
 
     async def retrieve_explained(
@@ -285,14 +274,18 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         ranking: str | None = None,
         filter: MemoryFilter | None = None,
         matched_only: bool = False,
+        context: Context | None = None,
     ) -> list[tuple[MemoryEntry, Explanation]]:
         """:meth:`retrieve_scored`, each score with its parts (:class:`Explanation`).
 
         ``hybrid``: the BM25 score and cosine fused, and the view's BM25 maximum
         and cosine range they were scaled by; ``bm25`` and ``vector``: the one
-        part. Raises as :meth:`retrieve` does.
+        part; with context, also what the neighbours added and at what weight.
+        Raises as :meth:`retrieve` does.
         """
-        return await self._retrieve(query, limit, ranking, filter, matched_only, explain=True)
+        return await self._retrieve(
+            query, limit, ranking, filter, matched_only, context=context, explain=True
+        )
 
     async def _retrieve(
         self,
@@ -302,12 +295,16 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         filter: MemoryFilter | None,
         matched_only: bool,
         *,
+        context: Context | None,
         explain: bool,
     ) -> list[tuple[MemoryEntry, Explanation]]:
         validate_query(query, limit)
         shared = self._shared
         chosen = shared.ranks_by if ranking is None else self._check_ranking(ranking)
+        weighing = shared.context if context is None else check_context(context)
+        check_context_for(chosen, weighing)
         passes = check_filter(filter)
+        embedder = shared.embedder
         made = await self._query_vector(query) if chosen in EMBEDDING_RANKINGS else None
         return await retrieval.retrieve_explained(
             self._unit,
@@ -322,7 +319,9 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
                 passes=passes,
                 matched_only=matched_only,
                 query_vector=made,
-                embedder_id=0 if shared.embedder is None else shared.embedder.embedder_id,
+                embedder_id=0 if embedder is None else embedder.embedder_id,
+                dims=0 if embedder is None else embedder.embedder.dims,
+                context=weighing,
                 explain=explain,
             ),
             clock=shared.clock if shared.track_access else None,

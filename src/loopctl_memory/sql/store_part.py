@@ -17,7 +17,7 @@ from loopctl_memory.sql import repository
 from loopctl_memory.sql.repository import ScopeIds
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.store import _Shared
+    from loopctl_memory.sql.store_shared import SharedState
     from loopctl_memory.sql.unit_of_work import UnitOfWork
 
 T = TypeVar("T")
@@ -26,7 +26,7 @@ T = TypeVar("T")
 class StorePart:
     """The store's shared state, unit of work and scope, and :meth:`_in_scope`."""
 
-    _shared: _Shared
+    _shared: SharedState
     _unit: UnitOfWork
     _scope: Scope
 

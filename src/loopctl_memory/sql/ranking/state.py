@@ -49,6 +49,7 @@ from loopctl_memory.sql.ranking.columns import FilterColumns
 from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.indexed import read_indexed
 from loopctl_memory.sql.ranking.query_words import QueryWords
+from loopctl_memory.sql.ranking.streams import Streams
 from loopctl_memory.sql.ranking.vectors import StoreMark, VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment
@@ -127,6 +128,7 @@ class RankingState:
         self._lexical = False  # the token and tag postings and the tail, read on first use
         self._blocks_added = 0
         self._words: WordIndex | None = None  # BM25's postings, read on first use
+        self.streams = Streams()  # each scope's stream, linked on first use (context)
         self._columns: FilterColumns | None = None  # what filters test, read on first use
         self._vectors: VectorIndex | None = None  # the embedder's vectors, read on first use
 

@@ -393,3 +393,64 @@ def hybrid_parts(  # noqa: PLR0917 - the retrieval's arguments
     held = np.setdiff1d(np.flatnonzero(wanted), loose)
     cosine_of.update(zip(held.tolist(), ranking.graph_cosines(held).tolist(), strict=True))
     return [(float(by_seq.get(seq, 0.0)), cosine_of.get(seq), top, span) for seq in seqs]
+
+
+def own_scores(  # noqa: PLR0917 - the retrieval's arguments
+    state: RankingState,
+    reader: Reader,
+    query: Vectors,
+    scope: Scope,
+    embedder_id: int,
+    lexical: tuple[list[str], Bm25Parameters] | None = None,
+) -> tuple[Callable[[Ints], Floats], Callable[[Ints], Mask]]:
+    """Any entries' exact own scores in ``vector`` (or, with ``lexical``, ``hybrid``), for context.
+
+    The first function gives the scores of some ascending seqs of the view
+    (0.0 where an entry has neither a vector nor, in hybrid, a BM25 score);
+    the second whether each competes without context. Hybrid's statistics are
+    those :func:`top_scored` takes.
+    """
+    ranking = _ranking(state, reader, query, scope, embedder_id)
+    universe = ranking.universe
+
+    def has(seqs: Ints) -> Mask:
+        has_vector = np.zeros(len(seqs), np.bool_)
+        inside = seqs < len(universe)
+        has_vector[inside] = universe[seqs[inside]]
+        return has_vector
+
+    def cosines(seqs: Ints) -> tuple[Floats, Mask]:
+        has_vector = has(seqs)
+        found = np.zeros(len(seqs), np.float64)
+        wanted = np.zeros(len(universe), np.bool_)
+        wanted[seqs[has_vector]] = True
+        loose = ranking.vectors.loose_seqs(wanted)
+        found[np.searchsorted(seqs, loose)] = ranking.loose_cosines(loose)
+        held = np.setdiff1d(seqs[has_vector], loose, assume_unique=True)
+        found[np.searchsorted(seqs, held)] = ranking.graph_cosines(held)
+        return found, has_vector
+
+    if lexical is None:
+        return (lambda seqs: cosines(seqs)[0]), has
+    tokens, parameters = lexical
+    matched, lexical_scores = bm25.positive_scores(state, reader, tokens, scope, parameters)
+    top = float(lexical_scores.max()) if len(lexical_scores) else 0.0
+    count = max(state.tuning.vector_candidates // 2, 1)
+    span = _span(ranking, ranking.near(universe, count))
+
+    def lexical_of(seqs: Ints) -> Floats:
+        found = np.zeros(len(seqs), np.float64)
+        at = np.searchsorted(matched, seqs)
+        hit = at < len(matched)
+        hit[hit] = matched[at[hit]] == seqs[hit]
+        found[hit] = lexical_scores[at[hit]]
+        return found
+
+    def fused(seqs: Ints) -> Floats:
+        found, has_vector = cosines(seqs)
+        return fusion.fuse(lexical_of(seqs), found, has_vector, top, span)
+
+    def alone(seqs: Ints) -> Mask:
+        return fusion.competing(lexical_of(seqs), has(seqs))
+
+    return fused, alone

@@ -1,0 +1,215 @@
+"""A ranking with context: own scores plus the neighbours' (:mod:`loopctl_memory.context`).
+
+Over any ranking that can give its plain best and any entry's own score
+(:class:`Scorer`): the plain best ``k`` of the view (and of the entries the
+filter allows) seed the candidates, with their neighbours; every candidate's
+score is then computed exactly from its own and its neighbours' own scores.
+An entry left out has at most the ``k``-th own score of the allowed entries,
+and neighbours of at most the ``k``-th of the view (or 0), so it scores at
+most ``a + 3 λ max(b, 0)``; while the answer's last score does not beat that,
+``k`` grows fourfold. The answer is then the one the plain definition gives
+(with the graphs' approximation of the vector rankings, as without context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from loopctl_memory import context
+from loopctl_memory.context import Context
+from loopctl_memory.scopes import Scope
+from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.ranking.state import RankingState
+from loopctl_memory.sql.ranking.streams import Streams
+from loopctl_memory.sql.ranking.topk import best
+from loopctl_memory.sql.segments import Ints
+
+Floats = npt.NDArray[np.float64]
+Mask = npt.NDArray[np.bool_]
+_FIRST = 64  # plain answers that seed the candidates, at least
+_WEIGHED_AT_ONCE = 8  # scopes of a view whose weights are measured before ranking
+
+
+@dataclass(frozen=True, slots=True)
+class Scorer:
+    """What context asks of a ranking."""
+
+    best: Callable[[int, Mask | None], list[tuple[int, float]]]
+    """The plain best ``k`` (seq, own score) among the view's entries (those a mask allows)."""
+    own: Callable[[Ints], Floats]
+    """The exact own score of each of some ascending seqs of the view (0.0: none)."""
+    alone: Callable[[Ints], Mask]
+    """Whether each of some ascending seqs competes without context."""
+
+    @classmethod
+    def over(cls, seqs: Ints, scores: Floats) -> Scorer:
+        """The scorer of a ranking whose every positive own score is known (``bm25``).
+
+        ``seqs``: ascending, the entries with a positive score; every other scores 0.
+        """
+
+        def plain_best(limit: int, allowed: Mask | None) -> list[tuple[int, float]]:
+            index = np.arange(len(seqs)) if allowed is None else np.flatnonzero(allowed[seqs])
+            return [(int(seqs[index[n]]), score) for n, score in best(scores[index], limit)]
+
+        def own(wanted: Ints) -> Floats:
+            found = np.zeros(len(wanted), np.float64)
+            at = np.searchsorted(seqs, wanted)
+            hit = at < len(seqs)
+            hit[hit] = seqs[at[hit]] == wanted[hit]
+            found[hit] = scores[at[hit]]
+            return found
+
+        return cls(plain_best, own, lambda wanted: own(wanted) > 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One answer of a ranking with context."""
+
+    seq: int
+    score: float
+    own: float
+    part: float
+    weight: float
+    alone: bool = True
+    """Whether it competes without context (else by its neighbours' part)."""
+
+
+Weights = tuple[Callable[[Ints], Floats], float]
+"""Each of some seqs' context weight (its scope's), and the heaviest of the view's."""
+
+
+def weights(
+    state: RankingState,
+    reader: Reader,
+    scope: Scope,
+    chosen: Context,
+    embedder: tuple[int, int],
+) -> Weights | None:
+    """The context weights of ``scope``'s streams; None when every one is 0.
+
+    ``embedder``: the store's (id, dimensions), or (0, 0) without one: then
+    ``"auto"`` measures words. The weights of a view of many scopes are
+    measured as its entries are ranked, bounded by the full weight meanwhile.
+    """
+    size = state.top + 1
+    live = state.live(size)
+    streams = state.streams
+    streams.current(state.scope_of, live, state.top)
+    if chosen != context.AUTO:
+        fixed = float(chosen)
+        return (lambda seqs: np.full(len(seqs), fixed), fixed) if fixed > 0 else None
+    embedder_id, dims = embedder
+    # A process left behind by a reembed measures words: its model's vectors are gone.
+    current = embedder_id and embedder_id == state.embedder_id
+    vectors = state.vectors(reader, embedder_id, dims) if current else None
+    keep = None if vectors is None else vectors.present
+    known: dict[int, float] = {}
+
+    def weight_of_scope(number: int) -> float:
+        found = known.get(number)
+        if found is None:
+            newest = streams.newest(number, live, context.RECENT, keep)
+            stand = (streams.last(number), state.change, embedder_id)
+            found = streams.coherence.weight(number, newest, stand, reader, state.texts, vectors)
+            known[number] = found
+        return found
+
+    wanted = state.scope_ids(scope)
+    numbers = streams.scopes() if wanted is None else wanted.tolist()
+    heaviest = context.FULL_WEIGHT
+    if len(numbers) <= _WEIGHED_AT_ONCE:
+        heaviest = max((weight_of_scope(number) for number in numbers), default=0.0)
+        if heaviest == 0.0:
+            return None
+
+    def weight_of(seqs: Ints) -> Floats:
+        scopes = state.scope_of[seqs]
+        return np.array([weight_of_scope(int(number)) for number in scopes], np.float64)
+
+    return weight_of, heaviest
+
+
+def top_scored(
+    state: RankingState,
+    scorer: Scorer,
+    weights: Weights,
+    allowed: Mask | None,
+    limit: int,
+) -> list[Scored]:
+    """The best ``limit`` entries by own score plus context, best first, ties in insertion order.
+
+    ``weights`` as :func:`weights` gives them; the state's streams are current.
+    """
+    if limit == 0:
+        return []
+    streams, live = state.streams, state.live(state.top + 1)
+    weight_of, heaviest = weights
+    k = max(4 * limit, _FIRST)
+    while True:
+        everyone = scorer.best(k, None)
+        chosen = everyone if allowed is None else scorer.best(k, allowed)
+        seeds = np.union1d(
+            np.array([seq for seq, _ in everyone], np.int64),
+            np.array([seq for seq, _ in chosen], np.int64),
+        )
+        around = streams.neighbours(seeds, live)
+        candidates = np.union1d(seeds, np.concatenate([seqs[seqs >= 0] for seqs in around]))
+        if allowed is not None:
+            candidates = candidates[allowed[candidates]]
+        found = _scored(streams, live, scorer, weight_of, candidates, limit)
+        full = len(everyone) == k
+        if not full and len(chosen) < k:
+            return found  # every entry that competes alone is a seed: no one else can
+        a = chosen[-1][1] if len(chosen) == k else 0.0
+        b = everyone[-1][1] if full else 0.0
+        bound = a + 3.0 * heaviest * max(b, 0.0)
+        if len(found) == limit and found[-1].score > bound:
+            return found
+        k *= 4
+
+
+def _scored(  # noqa: PLR0917 - as top_scored
+    streams: Streams,
+    live: Mask,
+    scorer: Scorer,
+    weights: Callable[[Ints], Floats],
+    candidates: Ints,
+    limit: int,
+) -> list[Scored]:
+    """The best of ``candidates`` (ascending) by own score plus context."""
+    if not len(candidates):
+        return []
+    around = streams.neighbours(candidates, live)
+    needed = np.union1d(candidates, np.concatenate([seqs[seqs >= 0] for seqs in around]))
+    own_needed = scorer.own(needed)
+
+    def own(seqs: Ints) -> Floats:
+        found = np.zeros(len(seqs), np.float64)
+        present = seqs >= 0
+        found[present] = own_needed[np.searchsorted(needed, seqs[present])]
+        return found
+
+    weight = weights(candidates)
+    mine = own(candidates)
+    parts = context.part(weight, *(own(seqs) for seqs in around))
+    scores = mine + parts
+    alone = scorer.alone(candidates)
+    competing = alone | (parts > 0)
+    index = np.flatnonzero(competing)
+    return [
+        Scored(
+            int(candidates[index[n]]),
+            score,
+            float(mine[index[n]]),
+            float(parts[index[n]]),
+            float(weight[index[n]]),
+            bool(alone[index[n]]),
+        )
+        for n, score in best(scores[index], limit)
+    ]

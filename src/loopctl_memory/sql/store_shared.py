@@ -1,0 +1,43 @@
+"""What a SQL store and its views share: the unit of work, the ranking copy, the options."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from loopctl_memory.bm25 import Bm25Parameters
+from loopctl_memory.context import Context
+from loopctl_memory.embedding import DEFAULT_TIMEOUT
+from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.sql.embeddings import StoreEmbedder
+from loopctl_memory.sql.ranking.state import RankingState
+from loopctl_memory.sql.term_ids import KnownTerms
+from loopctl_memory.sql.tuning import Tuning
+from loopctl_memory.sql.unit_of_work import UnitOfWork
+
+
+@dataclass(slots=True)
+class SharedState:
+    """What a store and its views share: the unit of work, the copy for retrieval, options."""
+
+    unit: UnitOfWork
+    tuning: Tuning
+    track_access: bool
+    consolidation: ConsolidationConfig
+    clock: Callable[[], datetime]
+    ranking: RankingState
+    ranks_by: str  # the ranking retrieve uses when a call names none
+    bm25: Bm25Parameters
+    context: Context = "auto"  # the context weight retrieve uses when a call names none
+    # One retrieval at a time uses the copy, and opens its transaction only once it
+    # holds the lock: the copy then only ever moves forward in time.
+    ranking_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    watermark_seen: int = 0  # when single stores should check the tail's length
+    # A scope name (and a term) keeps its id for ever, so a view asks for it once.
+    scope_ids: dict[str, int] = field(default_factory=lambda: {"": 0})
+    term_ids: KnownTerms = field(default_factory=KnownTerms)
+    embed_timeout: float = DEFAULT_TIMEOUT  # for an embedder bound later (reembed)
+    embedder: StoreEmbedder | None = None
+    maybe_pending: bool = True  # whether entries may wait for vectors (see store_embeddings)
