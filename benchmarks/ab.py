@@ -8,7 +8,9 @@ starts with that build's ``src`` (the base is extracted from git with
 
 - ``store_many`` of every natural entry into a new file (entries/s), per size;
 - ``retrieve`` (limit 5) p50/p95 in a fresh process on that file, after one
-  warm-up query, in ``--rounds`` rounds that alternate the builds;
+  warm-up query, in ``--rounds`` rounds that alternate the builds; by the
+  default ranking and by ``bm25``, and ``bm25`` after a single ``store`` each
+  time (an agent's turn: what a retrieval costs when the store moved);
 - single ``store`` calls, each awaited (a durable commit), p50/p95;
 - MCP ``recall`` over stdio at the smallest size, p50/p95, builds alternating.
 
@@ -30,9 +32,10 @@ import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import percentile, write_section
@@ -61,16 +64,40 @@ async def _store_many(db: str, size: int) -> list[float]:
         return [size / (time.perf_counter() - began)]
 
 
-async def _retrieve(db: str, count: int) -> list[float]:
+async def _retrieve(db: str, count: int, ranking: str = "reference") -> list[float]:
     from loopctl_memory import open_store  # noqa: PLC0415 - the build on sys.path
 
     queries = workloads.queries("natural", count + 1)
     async with open_store(db) as store:
-        await store.retrieve(queries[0], LIMIT)  # the copy loaded: time queries, not the load
+        # The copy loaded: time queries, not the load.
+        await store.retrieve(queries[0], LIMIT, ranking=ranking)
         timings = []
         for query in queries[1:]:
             began = time.perf_counter()
-            await store.retrieve(query, LIMIT)
+            await store.retrieve(query, LIMIT, ranking=ranking)
+            timings.append(time.perf_counter() - began)
+        return timings
+
+
+async def _retrieve_bm25(db: str, count: int) -> list[float]:
+    return await _retrieve(db, count, "bm25")
+
+
+async def _agent_turns(db: str, count: int) -> list[float]:
+    """An agent's turns: a single ``store``, then a timed ``bm25`` retrieve, ``count`` times."""
+    from loopctl_memory import open_store  # noqa: PLC0415 - the build on sys.path
+
+    queries = workloads.queries("natural", count + 1)
+    extra = [
+        replace(entry, id=uuid.uuid4()) for entry in workloads.extra_entries("natural", 0, count)
+    ]
+    async with open_store(db) as store:
+        await store.retrieve(queries[0], LIMIT, ranking="bm25")
+        timings = []
+        for entry, query in zip(extra, queries[1:], strict=True):
+            await store.store(entry)
+            began = time.perf_counter()
+            await store.retrieve(query, LIMIT, ranking="bm25")
             timings.append(time.perf_counter() - began)
         return timings
 
@@ -112,9 +139,11 @@ async def _recall(db: str, count: int) -> list[float]:
         return timings
 
 
-MEASURES = {
+MEASURES: dict[str, Callable[[str, int], Coroutine[Any, Any, list[float]]]] = {
     "store_many": _store_many,
     "retrieve": _retrieve,
+    "retrieve_bm25": _retrieve_bm25,
+    "turns_bm25": _agent_turns,
     "single": _single_stores,
     "recall": _recall,
 }
@@ -202,6 +231,14 @@ def run(revision: str, sizes: list[int], queries: int, stores: int, rounds: int)
                 (
                     f"`retrieve` p50 / p95 ms, {label}",
                     _alternating(builds, files, "retrieve", queries, rounds),
+                ),
+                (
+                    f"`retrieve` bm25 p50 / p95 ms, {label}",
+                    _alternating(builds, files, "retrieve_bm25", queries, rounds),
+                ),
+                (
+                    f"a `store` then a bm25 `retrieve` (the retrieve) p50 / p95 ms, {label}",
+                    _alternating(builds, files, "turns_bm25", queries, rounds),
                 ),
             ]
             if size == sizes[0]:

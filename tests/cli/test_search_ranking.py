@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from loopctl_memory import MemoryCategory, MemoryFilter, open_store
+from loopctl_memory import MemoryCategory, MemoryEntry, MemoryFilter, open_store
 from loopctl_memory.cli import RANKING_ENVVAR
 from loopctl_memory.cli.rendering import for_people
 from tests.deploy_memories import (
@@ -258,3 +258,24 @@ def test_a_bad_global_ranking_is_a_one_line_usage_error(on_db, stored, monkeypat
     assert_fails(on_db("--ranking", "tfidf", "search", "x"), 2, "'tfidf' is not one of")
     monkeypatch.setenv(RANKING_ENVVAR, "tfidf")
     assert_fails(on_db("search", "x"), 2, "'tfidf' is not one of")
+
+
+def test_search_context_weighs_the_neighbours_and_zero_turns_it_off(on_db, db):
+    store_entries(
+        db,
+        [
+            MemoryEntry(MemoryCategory.FACT, text)
+            for text in ("cache deploy started", "it failed twice", "lunch")
+        ],
+    )
+    found = json.loads(
+        on_db("search", "cache deploy", "--ranking", "bm25", "--context", "0.5", "--json").stdout
+    )
+    assert ["cache deploy started", "it failed twice", "lunch"] == [f["memory"] for f in found]
+    plain = json.loads(
+        on_db("search", "cache deploy", "--ranking", "bm25", "--context", "0", "--json").stdout
+    )
+    assert ["cache deploy started"] == [f["memory"] for f in plain]
+    assert_fails(on_db("search", "x", "--ranking", "bm25", "--context", "often"), 2, "--context")
+    assert_fails(on_db("search", "x", "--ranking", "bm25", "--context", "-1"), 2, "--context")
+    assert_fails(on_db("search", "x", "--context", "0.5"), 2, "--context applies to")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from loopctl_memory import (
     open_store,
 )
 from loopctl_memory.context import FULL_WEIGHT
+from tests.conftest import AnyStore, StoreFactory
 from tests.embedders import WordsEmbedder
 
 CONTEXT_RANKINGS = ("bm25", "vector", "hybrid")
@@ -60,7 +62,9 @@ def stream(seed: int, *, coherent: bool, count: int = 90) -> list[MemoryEntry]:
     return entries
 
 
-async def _both(store_factory, entries, **options):
+async def _both(
+    store_factory: StoreFactory, entries: list[MemoryEntry], **options: Any
+) -> tuple[AnyStore, InMemoryStore]:
     store = await store_factory(embedder=WordsEmbedder(dims=64), **options)
     await store.store_many(entries)
     oracle = InMemoryStore(embedder=WordsEmbedder(dims=64), **options)
@@ -175,7 +179,17 @@ async def test_a_view_over_descendants_keeps_each_scope_its_own_stream(tmp_path)
         assert 2 == len(matched)
         assert matched[0] == matched[1]
         score = matched[0]
+        assert score is not None
         # a1 ("x") is one after a0; a2 ("y") two after; b0 ("z") and b2 ("w") one from b1.
         assert {"x": 0.5 * score, "z": 0.5 * score, "y": 0.25 * score, "w": 0.5 * score} == {
             entry.memory: p.context for entry, p in found if entry.memory != "cache deploy"
         }
+
+
+async def test_the_store_ranks_with_the_context_it_was_opened_with(store_factory):
+    store = await store_factory(context=0.5)
+    await store.store_many(_run("cache deploy started", "it failed twice", "then it went through"))
+    found = await store.retrieve_explained("cache deploy", 5, ranking="bm25")
+    assert {0.5} == {parts.context_weight for _, parts in found}
+    assert 3 == len(found)  # the second one step from the match, the third two steps
+    assert [found[0][0]] == await store.retrieve("cache deploy", 5, ranking="bm25", context=0)
