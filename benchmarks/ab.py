@@ -16,6 +16,11 @@ starts with that build's ``src`` (the base is extracted from git with
 
     .venv/bin/python -m benchmarks.ab --base REV [--sizes 100k,1m] [--queries 200]
                                       [--stores 1000] [--rounds 2] [--out benchmarks/RESULTS.md]
+
+With ``--vectors SIZE`` instead: one natural file of SIZE entries with 384-d
+vectors and its graph, built by the working tree, then ``vector`` and
+``hybrid`` (limit 10) timed by a serving process of each build in turn
+(:mod:`benchmarks.vector_serving`; the graph format is the same).
 """
 
 from __future__ import annotations
@@ -139,12 +144,27 @@ async def _recall(db: str, count: int) -> list[float]:
         return timings
 
 
+async def _vector_build(db: str, count: int) -> list[float]:
+    """A natural file of ``count`` entries with 384-d vectors, its graph built: entries/s."""
+    from benchmarks.vector_serving import CalibratedVectors  # noqa: PLC0415 - this child only
+    from loopctl_memory import open_store  # noqa: PLC0415 - the build on sys.path
+
+    began = time.perf_counter()
+    async with open_store(db, embedder=CalibratedVectors()) as store:
+        for batch in workloads.entry_batches("natural", count, BATCH):
+            await store.store_many(batch)
+        rate = count / (time.perf_counter() - began)
+        await store.retrieve("graph", 1, ranking="vector")
+    return [rate]
+
+
 MEASURES: dict[str, Callable[[str, int], Coroutine[Any, Any, list[float]]]] = {
     "store_many": _store_many,
     "retrieve": _retrieve,
     "retrieve_bm25": _retrieve_bm25,
     "turns_bm25": _agent_turns,
     "single": _single_stores,
+    "vector_build": _vector_build,
     "recall": _recall,
 }
 
@@ -253,6 +273,51 @@ def run(revision: str, sizes: list[int], queries: int, stores: int, rounds: int)
     return rows
 
 
+def _served(build: Path, db: Path, queries: Path) -> dict[str, list[float]]:
+    """One serving process of ``build`` on ``db``: its vector and hybrid timings."""
+    environment = {**os.environ, "PYTHONPATH": f"{build / 'src'}{os.pathsep}{ROOT}"}
+    command = [sys.executable, "-m", "benchmarks.vector_serving", "_serve", str(db)]
+    done = subprocess.run(
+        [*command, str(queries), "vector,hybrid"],
+        env=environment,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        raise SystemExit(f"serving with {build} failed:\n{done.stderr}")
+    figures = json.loads(done.stdout)
+    return {ranking: figures[ranking]["timings"] for ranking in ("vector", "hybrid")}
+
+
+def run_vectors(revision: str, size: int, queries: int, rounds: int) -> list[str]:
+    """``vector`` and ``hybrid`` on one file (built by the working tree) served by each build."""
+    with tempfile.TemporaryDirectory(prefix="loopctl-ab-") as scratch:
+        work = Path(scratch)
+        builds = {"base": _extract(revision, work), "new": ROOT}
+        label = size_label(size)
+        db = work / f"vectors-{label}.db"
+        _log(f"new: a {label} file with vectors, and its graph")
+        _measure(ROOT, "vector_build", db, size)
+        asked = work / "queries.json"
+        asked.write_text(json.dumps(workloads.queries("natural", queries)), encoding="utf-8")
+        found: dict[str, dict[str, list[float]]] = {name: {} for name in builds}
+        for turn in range(rounds):
+            for name in list(builds)[:: 1 if turn % 2 == 0 else -1]:
+                _log(f"{name}: vector and hybrid on {db.name}, round {turn + 1}")
+                for ranking, timings in _served(builds[name], db, asked).items():
+                    found[name].setdefault(ranking, []).extend(timings)
+        return [
+            _row(
+                f"`retrieve` {ranking} p50 / p95 ms, {label}",
+                found["base"][ranking],
+                found["new"][ranking],
+            )
+            for ranking in ("vector", "hybrid")
+        ]
+
+
 def section(rows: list[str], revision: str, command: str) -> str:
     described = subprocess.run(
         ["git", "describe", "--always", "--dirty"],  # noqa: S607 - git from PATH
@@ -275,9 +340,10 @@ def section(rows: list[str], revision: str, command: str) -> str:
             "| --- | --- | --- | --- |",
             *rows,
             "",
-            "Each build runs in child processes of its own, alternating round by round on"
-            " files it built itself from the same entries; ratios below 1 are faster (for"
-            " rates, above 1). The machine is shared: a few percent either way is noise.",
+            "Each build runs in child processes of its own, alternating round by round, on"
+            " files it built itself from the same entries (with `--vectors`: on one file the"
+            " working tree built, graph included); ratios below 1 are faster (for rates, above"
+            " 1). The machine is shared: a few percent either way is noise.",
             "",
             END,
         ]
@@ -295,10 +361,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=200, help="default 200")
     parser.add_argument("--stores", type=int, default=1_000, help="single stores; default 1000")
     parser.add_argument("--rounds", type=int, default=2, help="default 2")
+    parser.add_argument(
+        "--vectors",
+        help="instead: vector and hybrid on one file of this size with vectors (such as 1m)",
+    )
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     options = parser.parse_args(arguments)
     sizes = [parse_size(size) for size in options.sizes.split(",")]
-    rows = run(options.base, sizes, options.queries, options.stores, options.rounds)
+    if options.vectors:
+        rows = run_vectors(
+            options.base, parse_size(options.vectors), options.queries, options.rounds
+        )
+    else:
+        rows = run(options.base, sizes, options.queries, options.stores, options.rounds)
     text = section(rows, options.base, "python -m benchmarks.ab " + " ".join(arguments))
     print(text)
     if options.out is not None:

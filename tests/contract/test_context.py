@@ -9,10 +9,13 @@ with and without a filter.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from loopctl_memory import (
@@ -193,3 +196,45 @@ async def test_the_store_ranks_with_the_context_it_was_opened_with(store_factory
     assert {0.5} == {parts.context_weight for _, parts in found}
     assert 3 == len(found)  # the second one step from the match, the third two steps
     assert [found[0][0]] == await store.retrieve("cache deploy", 5, ranking="bm25", context=0)
+
+
+class FailsOnWord(WordsEmbedder):
+    """Fails every call one of whose texts holds ``word`` (the same calls in any store)."""
+
+    def __init__(self, word: str, dims: int) -> None:
+        super().__init__(dims)
+        self._word = word
+        self.broken = True
+
+    def embed_documents(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        if self.broken and any(self._word in text for text in texts):
+            raise ConnectionError("embedding service unavailable")
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize("ranking", ["vector", "hybrid"])
+async def test_pending_entries_are_vouched_for_and_vouch_by_their_own_score(store_factory, ranking):
+    """An entry without a vector scores 0 in vector (its BM25 part in hybrid) and competes
+    when its neighbours give it a part; the embedder fails on the middle batch's texts."""
+    embedders = (FailsOnWord("offline", dims=64), FailsOnWord("offline", dims=64))
+    store = await store_factory(embedder=embedders[0])
+    oracle = InMemoryStore(embedder=embedders[1])
+    entries = stream(9, coherent=True, count=60)
+    for n in range(20, 40):
+        entries[n] = dataclasses.replace(entries[n], memory=f"{entries[n].memory} offline")
+    for start in range(0, len(entries), 20):
+        await store.store_many(entries[start : start + 20])
+        await oracle.store_many(entries[start : start + 20])
+    assert 0 < await oracle.pending_embeddings() == await store.pending_embeddings()
+    for fixed in (False, True):  # then the same once the pending entries have their vectors
+        if fixed:
+            for embedder in embedders:
+                embedder.broken = False
+            assert await oracle.embed_pending() == await store.embed_pending() > 0
+        for context in ("auto", 0.0, 0.5):
+            for query in QUERIES:
+                expected = await oracle.retrieve_explained(
+                    query, 60, ranking=ranking, context=context
+                )
+                found = await store.retrieve_explained(query, 60, ranking=ranking, context=context)
+                assert [(e.id, p) for e, p in expected] == [(e.id, p) for e, p in found]
