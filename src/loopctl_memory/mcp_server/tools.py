@@ -302,7 +302,10 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         come back too. With ranking "reference", a memory
         scores relevance*0.5 + 0.4 * (the share of the query's words it contains)
         + 0.3 if a tag contains the whole query + 0.1; only memories a word or a
-        tag matched come back unless include_unmatched is true.
+        tag matched come back unless include_unmatched is true. Memories stored
+        one after another as a stream (a conversation, a run's steps) vouch for
+        each other: except in "reference", a memory stored just before or after
+        ones that match scores higher, and may come back itself.
 
         category, tags and since narrow what is ranked: each one given must hold.
         """
