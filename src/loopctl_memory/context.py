@@ -62,7 +62,7 @@ RECENT: Final = 256
 """Entries (the newest of a scope) that :func:`coherence` measures."""
 _LEAST: Final = 16  # fewer entries than this tell nothing: no context
 _SURE_BELOW, _SURE_ABOVE = 3.0, 5.0  # z: no weight below, the full weight above
-_LEXICAL_DIMS: Final = 1024
+_LEXICAL_DIMS: Final = 256
 
 
 def check_context(value: object, *, what: str = "context") -> Context:
