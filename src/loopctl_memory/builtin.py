@@ -340,19 +340,24 @@ class InMemoryStore:
         weighing = self._context if context is None else check_context(context)
         check_context_for(chosen, weighing)
         passes = check_filter(filter)
-        scored: list[tuple[float, MemoryEntry, Explanation]]
+        scored: list[tuple[float, MemoryEntry, int]]
+        found: plain_ranking.Ranked | None = None
         if chosen == "reference":
             parsed = parse_query(query)
             scored = []
-            for entry in self._entries:
+            for n, entry in enumerate(self._entries):
                 score = parsed.score_of(entry.relevance, entry.memory, entry.tags)
                 if not matched_only or score > baseline_score(entry.relevance):
-                    scored.append((score, entry, Explanation(score)))
+                    scored.append((score, entry, n))
         else:
-            scored = await self._ranked(query, chosen, weighing)
+            found = await self._ranked(query, chosen, weighing)
+            scored = [
+                (float(found.scores[n]), self._entries[n], int(n))
+                for n in np.flatnonzero(found.competing)
+            ]
         if passes is not None:
-            scored = [found for found in scored if passes.matches(found[1])]
-        scored.sort(key=lambda found: found[0], reverse=True)  # stable: ties keep insertion order
+            scored = [item for item in scored if passes.matches(item[1])]
+        scored.sort(key=lambda item: item[0], reverse=True)  # stable: ties keep insertion order
         chosen_entries = scored[:limit]
         if self._track_access:
             entries = [entry for _, entry, _ in chosen_entries]
@@ -364,12 +369,13 @@ class InMemoryStore:
             accessed = [entry for entry, matched in zip(entries, matches, strict=True) if matched]
             if accessed:  # the clock is read only when there is something to stamp
                 lifecycle.stamp_accessed(accessed, self._now())
-        return [(copy_entry(entry), parts) for _, entry, parts in chosen_entries]
+        return [
+            (copy_entry(entry), Explanation(score) if found is None else found.explained(n))
+            for score, entry, n in chosen_entries
+        ]
 
-    async def _ranked(
-        self, query: str, ranking: str, weighing: Context
-    ) -> list[tuple[float, MemoryEntry, Explanation]]:
-        """The entries ``ranking`` (bm25, vector or hybrid) lets compete, in insertion order.
+    async def _ranked(self, query: str, ranking: str, weighing: Context) -> plain_ranking.Ranked:
+        """Every entry's score in ``ranking`` (bm25, vector or hybrid), by position.
 
         Raises:
             EmbedderError: the query's vector could not be made.
@@ -382,11 +388,7 @@ class InMemoryStore:
         cosines = None if ranking == "bm25" else await self._cosines(query)
         vectors = None if self._embedder is None else [self._vector_of(e) for e in entries]
         weight = plain_ranking.weight_of(weighing, entries, vectors)
-        found = plain_ranking.ranked(ranking, lexical, cosines, weight=weight)
-        return [
-            (float(found.scores[n]), entries[n], found.explained[n])
-            for n in np.flatnonzero(found.competing)
-        ]
+        return plain_ranking.ranked(ranking, lexical, cosines, weight=weight)
 
     def _vector_of(self, entry: MemoryEntry) -> Vectors | None:
         """The vector of ``entry``'s current memory, or None while it is pending."""

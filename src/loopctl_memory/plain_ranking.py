@@ -51,9 +51,37 @@ class Cosines:
 class Ranked:
     """What a ranking gives a list of entries, by position."""
 
+    ranking: str
     scores: Floats
+    own: Floats
+    part: Floats
+    weight: float
     competing: Mask
-    explained: list[Explanation]
+    lexical: Floats | None
+    cosines: Cosines | None
+    statistics: tuple[float, tuple[float, float]]
+    """Hybrid's: the largest BM25 score and the cosines' range."""
+
+    def explained(self, n: int) -> Explanation:
+        """Entry ``n``'s score with its parts."""
+        if not self.weight:
+            return _explanation(
+                self.ranking,
+                n,
+                float(self.scores[n]),
+                lexical=self.lexical,
+                cosines=self.cosines,
+                statistics=self.statistics,
+            )
+        own = _explanation(
+            self.ranking,
+            n,
+            float(self.own[n]),
+            lexical=self.lexical,
+            cosines=self.cosines,
+            statistics=self.statistics,
+        )
+        return _with_context(own, float(self.scores[n]), float(self.part[n]), self.weight)
 
 
 def ranked(
@@ -88,22 +116,7 @@ def ranked(
     scores = own + part if weight else own
     if weight:
         competing = competing | (part > 0)
-    explained = [
-        _explanation(
-            ranking, n, float(scores[n]), lexical=lexical, cosines=cosines, statistics=(top, span)
-        )
-        if not weight
-        else _with_context(
-            _explanation(
-                ranking, n, float(own[n]), lexical=lexical, cosines=cosines, statistics=(top, span)
-            ),
-            float(scores[n]),
-            float(part[n]),
-            weight,
-        )
-        for n in range(len(own))
-    ]
-    return Ranked(scores, competing, explained)
+    return Ranked(ranking, scores, own, part, weight, competing, lexical, cosines, (top, span))
 
 
 def _explanation(
