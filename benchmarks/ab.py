@@ -174,10 +174,11 @@ def child_main(argv: Sequence[str]) -> None:
     print(json.dumps(asyncio.run(MEASURES[kind](db, int(count)))))
 
 
-def _measure(build: Path, kind: str, db: Path, count: int) -> list[float]:
+def _in_child(build: Path, arguments: list[str]) -> Any:
+    """What ``python -m ARGUMENTS`` prints as JSON, run with ``build``'s package."""
     environment = {**os.environ, "PYTHONPATH": f"{build / 'src'}{os.pathsep}{ROOT}"}
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.ab", CHILD, kind, str(db), str(count)],
+        [sys.executable, "-m", *arguments],
         env=environment,
         cwd=ROOT,
         capture_output=True,
@@ -185,8 +186,12 @@ def _measure(build: Path, kind: str, db: Path, count: int) -> list[float]:
         check=False,
     )
     if done.returncode:
-        raise SystemExit(f"{kind} with {build} failed:\n{done.stderr}")
-    values: list[float] = json.loads(done.stdout)
+        raise SystemExit(f"{arguments[1]} with {build} failed:\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def _measure(build: Path, kind: str, db: Path, count: int) -> list[float]:
+    values: list[float] = _in_child(build, ["benchmarks.ab", CHILD, kind, str(db), str(count)])
     return values
 
 
@@ -275,19 +280,8 @@ def run(revision: str, sizes: list[int], queries: int, stores: int, rounds: int)
 
 def _served(build: Path, db: Path, queries: Path) -> dict[str, list[float]]:
     """One serving process of ``build`` on ``db``: its vector and hybrid timings."""
-    environment = {**os.environ, "PYTHONPATH": f"{build / 'src'}{os.pathsep}{ROOT}"}
-    command = [sys.executable, "-m", "benchmarks.vector_serving", "_serve", str(db)]
-    done = subprocess.run(
-        [*command, str(queries), "vector,hybrid"],
-        env=environment,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode:
-        raise SystemExit(f"serving with {build} failed:\n{done.stderr}")
-    figures = json.loads(done.stdout)
+    command = ["benchmarks.vector_serving", "_serve", str(db), str(queries), "vector,hybrid"]
+    figures = _in_child(build, command)
     return {ranking: figures[ranking]["timings"] for ranking in ("vector", "hybrid")}
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, open_store, sync
+from tests.reliability.test_concurrency import _integrity
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="the system has no fork()"),
@@ -42,14 +41,6 @@ def _refuses(call: Callable[[], object]) -> bool:
     except StorageError as exc:
         return "fork" in str(exc)
     return False
-
-
-def _integrity(path: Path) -> list[tuple[str]]:
-    raw = sqlite3.connect(path)
-    try:
-        return raw.execute("PRAGMA integrity_check").fetchall()
-    finally:
-        raw.close()
 
 
 def _entry(text: str) -> MemoryEntry:

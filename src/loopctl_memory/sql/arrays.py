@@ -38,6 +38,16 @@ def distinct(seqs: Seqs, size: int) -> Seqs:
     return np.flatnonzero(mask).astype(seqs.dtype)
 
 
+def values_at(seqs: Ints, values: npt.NDArray[np.float64], wanted: Ints) -> npt.NDArray[np.float64]:
+    """The value of each of ``wanted`` where ``seqs`` (ascending) holds it, else 0.0."""
+    found = np.zeros(len(wanted), np.float64)
+    at = np.searchsorted(seqs, wanted)
+    hit = at < len(seqs)
+    hit[hit] = seqs[at[hit]] == wanted[hit]
+    found[hit] = values[at[hit]]
+    return found
+
+
 def seq_type(highest: int) -> type[np.signedinteger[Any]]:
     """The smallest integer type for seqs (or term ids, or positions) up to ``highest``."""
     return np.int32 if highest < 2**31 else np.int64

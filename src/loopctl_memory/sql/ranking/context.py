@@ -22,6 +22,7 @@ import numpy.typing as npt
 from loopctl_memory import context
 from loopctl_memory.context import Context
 from loopctl_memory.scopes import Scope
+from loopctl_memory.sql.arrays import values_at
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.ranking.streams import Streams
@@ -57,12 +58,7 @@ class Scorer:
             return [(int(seqs[index[n]]), score) for n, score in best(scores[index], limit)]
 
         def own(wanted: Ints) -> Floats:
-            found = np.zeros(len(wanted), np.float64)
-            at = np.searchsorted(seqs, wanted)
-            hit = at < len(seqs)
-            hit[hit] = seqs[at[hit]] == wanted[hit]
-            found[hit] = scores[at[hit]]
-            return found
+            return values_at(seqs, scores, wanted)
 
         return cls(plain_best, own, lambda wanted: own(wanted) > 0)
 

@@ -42,6 +42,7 @@ from loopctl_memory import embedding, fusion
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.embedding import Vectors
 from loopctl_memory.scopes import Scope
+from loopctl_memory.sql.arrays import values_at
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking import bm25
 from loopctl_memory.sql.ranking.graph import APPROXIMATION
@@ -438,19 +439,11 @@ def own_scores(  # noqa: PLR0917 - the retrieval's arguments
     count = max(state.tuning.vector_candidates // 2, 1)
     span = _span(ranking, ranking.near(universe, count))
 
-    def lexical_of(seqs: Ints) -> Floats:
-        found = np.zeros(len(seqs), np.float64)
-        at = np.searchsorted(matched, seqs)
-        hit = at < len(matched)
-        hit[hit] = matched[at[hit]] == seqs[hit]
-        found[hit] = lexical_scores[at[hit]]
-        return found
-
     def fused(seqs: Ints) -> Floats:
         found, has_vector = cosines(seqs)
-        return fusion.fuse(lexical_of(seqs), found, has_vector, top, span)
+        return fusion.fuse(values_at(matched, lexical_scores, seqs), found, has_vector, top, span)
 
     def alone(seqs: Ints) -> Mask:
-        return fusion.competing(lexical_of(seqs), has(seqs))
+        return fusion.competing(values_at(matched, lexical_scores, seqs), has(seqs))
 
     return fused, alone
