@@ -12,7 +12,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from loopctl_memory.errors import StorageError
-from loopctl_memory.sql.backend import Backend, backend_named
+from loopctl_memory.sql.backend import Backend, PoolOptions, backend_named
 from loopctl_memory.sql.files.held import HeldFile
 
 
@@ -84,22 +84,6 @@ def resolve_target(target: str | os.PathLike[str]) -> Target:
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 """Seconds a writer waits for another writer's lock before StorageError."""
-
-
-@dataclass(frozen=True)  # no slots: the class attributes are the defaults open() shows
-class PoolOptions:
-    """Connection pool and timeouts for a server database (PostgreSQL)."""
-
-    pool_size: int = 5
-    """Connections kept open."""
-    max_overflow: int = 10
-    """Connections opened beyond ``pool_size`` under load, closed when idle."""
-    pool_timeout: float = 30.0
-    """Seconds to wait for a free connection before StorageError."""
-    statement_timeout: float | None = None
-    """Seconds one statement may run before the server cancels it (None: no limit)."""
-    connect_timeout: float = 10.0
-    """Seconds to wait for the server when connecting."""
 
 
 def create_engine(

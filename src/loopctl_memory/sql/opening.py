@@ -33,11 +33,11 @@ from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings
+from loopctl_memory.sql.backend import PoolOptions
 from loopctl_memory.sql.boundary import translate_errors
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.engine import (
     DEFAULT_BUSY_TIMEOUT,
-    PoolOptions,
     Target,
     create_engine,
     resolve_target,

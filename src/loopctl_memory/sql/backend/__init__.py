@@ -11,6 +11,7 @@ integers, substring tests, statistics and storage size. The interface is
 from loopctl_memory.sql.backend.base import (
     Backend,
     EntryRow,
+    PoolOptions,
     Reader,
     Statement,
     backend_named,
@@ -25,6 +26,7 @@ __all__ = [
     "WRITERS_LOCK",
     "Backend",
     "EntryRow",
+    "PoolOptions",
     "PostgresqlBackend",
     "Reader",
     "SqliteBackend",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from sqlalchemy.engine import URL, Connection
@@ -13,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from loopctl_memory.flat import FlatBatch
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.engine import PoolOptions
     from loopctl_memory.sql.files.held import HeldFile
 
 BEGIN_MODE = "loopctl_begin"  # execution option read by the "begin" listeners
@@ -23,6 +23,22 @@ EntryRow = tuple[Any, ...]
 T = TypeVar("T")
 Statement = tuple[str, Sequence[Any]]
 """SQL with ``?`` placeholders, and its arguments."""
+
+
+@dataclass(frozen=True)  # no slots: the class attributes are the defaults open() shows
+class PoolOptions:
+    """Connection pool and timeouts for a server database (PostgreSQL)."""
+
+    pool_size: int = 5
+    """Connections kept open."""
+    max_overflow: int = 10
+    """Connections opened beyond ``pool_size`` under load, closed when idle."""
+    pool_timeout: float = 30.0
+    """Seconds to wait for a free connection before StorageError."""
+    statement_timeout: float | None = None
+    """Seconds one statement may run before the server cancels it (None: no limit)."""
+    connect_timeout: float = 10.0
+    """Seconds to wait for the server when connecting."""
 
 
 class Backend:

@@ -15,7 +15,7 @@ from loopctl_memory.sql.backend.base import BEGIN_MODE, WRITE, Backend, EntryRow
 from loopctl_memory.sql.tables import metadata
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.engine import PoolOptions
+    from loopctl_memory.sql.backend.base import PoolOptions
 
 WRITERS_LOCK = 0x6C6F6F70_6D656D  # "loopmem": the PostgreSQL advisory lock writers queue on
 

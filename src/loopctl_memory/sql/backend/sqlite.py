@@ -31,7 +31,7 @@ from loopctl_memory.sql.files import header
 from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS, INSERT_VECTORS
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.engine import PoolOptions
+    from loopctl_memory.sql.backend.base import PoolOptions
     from loopctl_memory.sql.files.held import HeldFile
 
 PAGE_SIZE = 8192
