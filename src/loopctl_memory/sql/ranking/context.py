@@ -4,9 +4,9 @@ Over any ranking that can give its plain best and any entry's own score
 (:class:`Scorer`): the plain best ``k`` of the view (and of the entries the
 filter allows) seed the candidates, with their neighbours; every candidate's
 score is then computed exactly from its own and its neighbours' own scores.
-An entry left out has at most the ``k``-th own score of the allowed entries,
-and neighbours of at most the ``k``-th of the view (or 0), so it scores at
-most ``a + 3 λ max(b, 0)``; while the answer's last score does not beat that,
+An entry left out has at most the ``k``-th own score of the allowed entries
+(or 0), and neighbours of at most the ``k``-th of the view (or 0), so it
+scores at most ``max(a, 0) + 3 λ max(b, 0)``; while the answer's last score does not beat that,
 ``k`` grows fourfold. The answer is then the one the plain definition gives
 (with the graphs' approximation of the vector rankings, as without context).
 """
@@ -160,11 +160,12 @@ def top_scored(
             candidates = candidates[allowed[candidates]]
         found = _scored(streams, live, scorer, weight_of, candidates, limit)
         full = len(everyone) == k
-        if not full and len(chosen) < k:
+        if not full:
             return found  # every entry that competes alone is a seed: no one else can
         a = chosen[-1][1] if len(chosen) == k else 0.0
         b = everyone[-1][1] if full else 0.0
-        bound = a + 3.0 * heaviest * max(b, 0.0)
+        # An entry that competes only by its neighbours scores 0 of its own.
+        bound = max(a, 0.0) + 3.0 * heaviest * max(b, 0.0)
         if len(found) == limit and found[-1].score > bound:
             return found
         k *= 4
