@@ -238,3 +238,19 @@ async def test_pending_entries_are_vouched_for_and_vouch_by_their_own_score(stor
                 )
                 found = await store.retrieve_explained(query, 60, ranking=ranking, context=context)
                 assert [(e.id, p) for e, p in expected] == [(e.id, p) for e, p in found]
+
+
+@pytest.mark.parametrize("ranking", CONTEXT_RANKINGS)
+async def test_context_beyond_the_first_candidates_ranks_as_the_plain_definition(
+    store_factory, ranking
+):
+    """Hundreds of matches and a heavy weight: the candidates widen until none left out can win."""
+    store, oracle = await _both(store_factory, stream(11, coherent=True, count=400))
+    for context in (0.25, 2.0):
+        for query in ("deploy redis locked flaky refund", "ok maybe", "retry"):
+            for limit in (1, 3, 30):
+                expected = await oracle.retrieve_scored(
+                    query, limit, ranking=ranking, context=context
+                )
+                found = await store.retrieve_scored(query, limit, ranking=ranking, context=context)
+                assert [(e.id, s) for e, s in expected] == [(e.id, s) for e, s in found]
