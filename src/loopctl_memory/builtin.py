@@ -337,8 +337,8 @@ class InMemoryStore:
         """:meth:`retrieve_scored`, each score with its parts (:class:`Explanation`)."""
         validate_query(query, limit)
         chosen = self._ranking if ranking is None else self._check_ranking(ranking)
-        weighing = self._context if context is None else check_context(context)
-        check_context_for(chosen, weighing)
+        # A store's own weight applies to the rankings it can; a call's is checked.
+        weighing = self._context if context is None else check_context_for(chosen, context)
         passes = check_filter(filter)
         scored: list[tuple[float, MemoryEntry, int]]
         found: plain_ranking.Ranked | None = None

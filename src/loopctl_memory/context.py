@@ -81,18 +81,21 @@ def check_context(value: object, *, what: str = "context") -> Context:
     return float(value)
 
 
-def check_context_for(ranking: str, chosen: Context) -> None:
-    """Refuse a positive weight for the ``reference`` ranking, which stays the seed's.
+def check_context_for(ranking: str, value: object) -> Context:
+    """A call's ``context`` for ``ranking``, checked; a weight is refused for reference.
 
     Raises:
-        InvalidArgumentError: ``ranking`` is ``reference`` and ``chosen`` a weight > 0.
+        InvalidArgumentError: ``value`` is not a context, or ``ranking`` is
+            ``reference`` (which stays the seed's) and ``value`` a weight > 0.
 
     """
+    chosen = check_context(value)
     if ranking == "reference" and chosen != AUTO and chosen > 0:
         raise InvalidArgumentError(
             "the reference ranking takes no context (it ranks as loopctl 0.1.0 does):"
             " context applies to bm25, vector and hybrid"
         )
+    return chosen
 
 
 def part(

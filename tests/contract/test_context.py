@@ -254,3 +254,11 @@ async def test_context_beyond_the_first_candidates_ranks_as_the_plain_definition
                 )
                 found = await store.retrieve_scored(query, limit, ranking=ranking, context=context)
                 assert [(e.id, s) for e, s in expected] == [(e.id, s) for e, s in found]
+
+
+async def test_a_store_opened_with_a_weight_still_ranks_by_the_reference(store_factory):
+    """The store's own weight applies to the rankings that take context, not to the seed's."""
+    store = await store_factory(context=0.5)
+    await store.store_many(_run("cache deploy started", "it failed twice"))
+    found = await store.retrieve_scored("cache", 5, ranking="reference", context=0)
+    assert found == await store.retrieve_scored("cache", 5, ranking="reference")

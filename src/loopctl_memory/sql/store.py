@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from loopctl_memory import lifecycle, migrate
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.bm25 import Bm25Parameters
-from loopctl_memory.context import Context, check_context, check_context_for
+from loopctl_memory.context import Context, check_context_for
 from loopctl_memory.embedding import DEFAULT_TIMEOUT
 from loopctl_memory.entry import (
     ConsolidationStats,
@@ -301,8 +301,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         validate_query(query, limit)
         shared = self._shared
         chosen = shared.ranks_by if ranking is None else self._check_ranking(ranking)
-        weighing = shared.context if context is None else check_context(context)
-        check_context_for(chosen, weighing)
+        # A store's own weight applies to the rankings it can; a call's is checked.
+        weighing = shared.context if context is None else check_context_for(chosen, context)
         passes = check_filter(filter)
         embedder = shared.embedder
         made = await self._query_vector(query) if chosen in EMBEDDING_RANKINGS else None
