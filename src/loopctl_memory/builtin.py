@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -502,11 +503,14 @@ class InMemoryStore:
         tags: list[str] | lifecycle.Unset = lifecycle.UNSET,
         relevance: float | lifecycle.Unset = lifecycle.UNSET,
         validated: bool | lifecycle.Unset = lifecycle.UNSET,
+        metadata: dict[str, Any] | lifecycle.Unset = lifecycle.UNSET,
+        merge_metadata: dict[str, Any] | lifecycle.Unset = lifecycle.UNSET,
     ) -> MemoryEntry | None:
         """Change the given fields of the entry with this id; return it updated, or None.
 
         The entry keeps its id, ``created_at``, access stamps and place in
         insertion order. A new memory gets a new vector, or is pending.
+        ``metadata`` replaces the object, ``merge_metadata`` sets only the keys it gives.
 
         Raises:
             InvalidEntryError: a new value is invalid (whether or not the id is
@@ -514,17 +518,15 @@ class InMemoryStore:
 
         """
         validate_id(entry_id)
-
-        def changed(entry: MemoryEntry) -> MemoryEntry:
-            return lifecycle.apply_update(
-                entry,
-                memory=memory,
-                category=category,
-                tags=tags,
-                relevance=relevance,
-                validated=validated,
-            )
-
+        changed = lifecycle.updater(
+            memory=memory,
+            category=category,
+            tags=tags,
+            relevance=relevance,
+            validated=validated,
+            metadata=metadata,
+            merge_metadata=merge_metadata,
+        )
         for index, entry in enumerate(self._entries):
             if entry.id == entry_id:
                 self._entries[index] = updated = changed(entry)
@@ -533,7 +535,6 @@ class InMemoryStore:
                     self._keep_vectors([updated], made)
                     self._retry_pending = self._retry_pending or made is None
                 return copy_entry(updated)
-        changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid values fail for any id
         return None
 
     async def forget(

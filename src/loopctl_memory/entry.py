@@ -8,9 +8,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.errors import InvalidArgumentError, InvalidEntryError
+from loopctl_memory.metadata import check_metadata, copied
 
 
 class MemoryCategory(enum.StrEnum):
@@ -37,6 +39,8 @@ class MemoryEntry:
 
     ``relevance`` is a number in [0, 1]; retrieval scores it as a 32-bit float,
     as the reference does, but the value you store is the value you get back.
+    ``metadata`` is the caller's own JSON object (``{}``: none), stored with the
+    memory and filtered on (:mod:`loopctl_memory.metadata`).
     """
 
     category: MemoryCategory
@@ -49,6 +53,8 @@ class MemoryEntry:
     validated: bool = False
     last_accessed: datetime | None = None
     last_decayed: datetime | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """The caller's own fields, a JSON object (see :mod:`loopctl_memory.metadata`)."""
 
     def with_tag(self, tag: str) -> MemoryEntry:
         """Return a copy with ``tag`` appended to the tags."""
@@ -253,6 +259,7 @@ def check_entry(entry: object) -> MemoryEntry:
         raise InvalidEntryError(f"access_count must be an int in [0, 2**63), got {_shown(count)}")
     if type(entry.validated) is not bool:  # bool cannot be subclassed
         raise InvalidEntryError(f"validated must be a bool, not {type(entry.validated).__name__}")
+    check_metadata(entry.metadata)
     return entry
 
 
@@ -278,9 +285,10 @@ def validate_entry(entry: object) -> MemoryEntry:
         validated=checked.validated,
         last_accessed=_utc_or_none(checked.last_accessed),
         last_decayed=_utc_or_none(checked.last_decayed),
+        metadata=copied(checked.metadata),
     )
 
 
 def copy_entry(entry: MemoryEntry) -> MemoryEntry:
     """Return a copy that shares no mutable state with ``entry``."""
-    return dataclasses.replace(entry, tags=list(entry.tags))
+    return dataclasses.replace(entry, tags=list(entry.tags), metadata=copied(entry.metadata))

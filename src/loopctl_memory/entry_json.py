@@ -7,7 +7,8 @@ A line is a JSON object with exactly these keys, in this order::
 
 followed, when they are not empty, by ``"scope"`` (relative to the exporting
 store's scope; a line without one imports into the importing store's scope),
-``"last_accessed"`` and ``"last_decayed"`` (timestamps like ``created_at``).
+``"last_accessed"`` and ``"last_decayed"`` (timestamps like ``created_at``) and
+``"metadata"`` (the caller's JSON object; a line without one has none).
 
 ``relevance`` is written as Python's shortest repr of the float, which reads back
 to the same float; ``created_at`` is ISO 8601 in UTC with microseconds; text is
@@ -33,6 +34,7 @@ from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, check_entry
 from loopctl_memory.errors import InvalidEntryError
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatEntry, flat_entry
+from loopctl_memory.metadata import EMPTY, copied
 
 FIELDS = (
     "id",
@@ -46,10 +48,11 @@ FIELDS = (
     "scope",
     "last_accessed",
     "last_decayed",
+    "metadata",
 )
 """The keys of a line, in the order they are written."""
 
-OPTIONAL_FIELDS = frozenset(("scope", "last_accessed", "last_decayed"))
+OPTIONAL_FIELDS = frozenset(("scope", "last_accessed", "last_decayed", "metadata"))
 """Keys a line may leave out (and that are written only when not empty)."""
 
 _FIELD_SET = frozenset(FIELDS)
@@ -76,6 +79,7 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     scope: str = ""
     last_accessed: str | None = None
     last_decayed: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 _LINE = msgspec.json.Decoder(_Line)
@@ -99,6 +103,8 @@ def entry_to_dict(entry: MemoryEntry, scope: str = "") -> dict[str, Any]:
         fields["last_accessed"] = timestamp(entry.last_accessed)
     if entry.last_decayed is not None:
         fields["last_decayed"] = timestamp(entry.last_decayed)
+    if entry.metadata:
+        fields["metadata"] = copied(entry.metadata)
     return fields
 
 
@@ -177,6 +183,7 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
             validated=data["validated"],
             last_accessed=stamps[0],
             last_decayed=stamps[1],
+            metadata=data.get("metadata", {}),
         )
     )
     # The entry is fresh, so normalising it in place shares nothing with anyone.
@@ -243,6 +250,8 @@ def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
         return None
     if fields.scope or fields.last_accessed is not None or fields.last_decayed is not None:
         return None  # checked on the slow path
+    if fields.metadata is not None:
+        return None  # likewise
     if not fields.created_at.endswith("+00:00"):  # in UTC, so the parsed time is too
         return None
     try:
@@ -262,6 +271,7 @@ def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
         None,
         None,
         "",
+        EMPTY,
     )
 
 

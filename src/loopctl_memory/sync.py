@@ -31,7 +31,7 @@ from collections.abc import (
 )
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Unpack
+from typing import Any, Unpack
 
 from loopctl_memory.context import Context
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry, Summary
@@ -302,11 +302,14 @@ class SyncMemoryStore:
         tags: list[str] | Unset = UNSET,
         relevance: float | Unset = UNSET,
         validated: bool | Unset = UNSET,
+        metadata: dict[str, Any] | Unset = UNSET,
+        merge_metadata: dict[str, Any] | Unset = UNSET,
     ) -> MemoryEntry | None:
         """Change the fields given of the entry with this id; return it updated, or None.
 
         The entry keeps its id, ``created_at``, access stamps and place in
-        insertion order.
+        insertion order. ``metadata`` replaces the object, ``merge_metadata``
+        sets only the keys it gives.
 
         Raises:
             InvalidEntryError: a new value is not valid (nothing changes).
@@ -320,6 +323,8 @@ class SyncMemoryStore:
                 tags=tags,
                 relevance=relevance,
                 validated=validated,
+                metadata=metadata,
+                merge_metadata=merge_metadata,
             )
         )
 

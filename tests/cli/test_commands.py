@@ -175,6 +175,17 @@ def test_get_json_prints_the_entry_as_export_does(on_db, db):
     assert entry_to_dict(stored) == json.loads(result.stdout)
 
 
+def test_get_shows_the_metadata_as_json_and_get_json_gives_it_whole(on_db, db):
+    stored = entry("with fields", tags=[])
+    stored.metadata = {"user": "zoë", "n": [1, 2.5, None, True]}
+    store_entries(db, [stored])
+    shown = on_db("get", stored.id)
+    assert 0 == shown.exit_code, shown.output
+    assert '{"user":"zoë","n":[1,2.5,null,true]}' in shown.stdout
+    printed = json.loads(on_db("get", stored.id, "--json").stdout)
+    assert {"user": "zoë", "n": [1, 2.5, None, True]} == printed["metadata"]
+
+
 def test_get_an_unknown_id_fails(on_db):
     on_db("init")
     missing = uuid.uuid4()

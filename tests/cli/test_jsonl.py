@@ -69,11 +69,14 @@ def test_keys_are_written_in_a_fixed_order_without_spaces_or_ascii_escapes():
         relevance=0.5,
         last_accessed=stamp,
         last_decayed=stamp,
+        metadata={"user": "zoë", "n": [1, 2.5, None, True]},
     )
     text = entry_to_json(entry, "équipe/a")
     assert FIELDS == tuple(json.loads(text))
     assert '"memory":"café ☕","tags":["naïve"],"relevance":0.5,' in text
     assert '"scope":"équipe/a","last_accessed":"2026-01-02T00:00:00.000000+00:00",' in text
+    assert text.endswith(',"metadata":{"user":"zoë","n":[1,2.5,null,true]}}')
+    assert ("équipe/a", entry) == scoped_entry_from_json(text)
 
 
 def test_empty_optional_keys_are_left_out_and_a_line_without_them_reads_back():

@@ -310,3 +310,28 @@ async def test_0004_regroups_postings_of_many_blocks_and_back(tmp_path):
         await answers_as_the_reference(store)
         async with store.engine.connect() as connection:
             await connection.run_sync(migrate.check)
+
+
+async def test_the_previous_head_upgrades_with_every_entry_and_no_metadata_key_or_expiry(tmp_path):
+    """0013 adds metadata ('{}'), keys and expiry (none) to every existing entry."""
+    path = _sqlite_file(tmp_path)
+    stored = _entries(random.Random(2), 300)
+    async with open_store(path) as store:
+        await store.store_many(stored)
+        async with store.engine.connect() as connection:
+            assert "0012" == await connection.run_sync(migrate.upgrade_to, "0012")
+    with sqlite3.connect(path) as raw:
+        columns = [row[1] for row in raw.execute("PRAGMA table_info(entries)")]
+    raw.close()
+    assert not {"metadata", "key", "expires_at_us"} & set(columns)
+    async with open_store(path) as store:
+        assert migrate.HEAD_REVISION == await store.schema_revision()
+        assert stored == [entry async for entry in store.iter_entries()]
+    with sqlite3.connect(path) as raw:
+        added = raw.execute("SELECT DISTINCT metadata, key, expires_at_us FROM entries").fetchall()
+        checked = raw.execute("PRAGMA integrity_check").fetchall()
+        dangling = raw.execute("PRAGMA foreign_key_check").fetchall()
+    raw.close()
+    assert [("{}", None, None)] == added
+    assert [("ok",)] == checked
+    assert [] == dangling

@@ -25,6 +25,7 @@ from rich.text import Text
 from loopctl_memory.binary32 import f32
 from loopctl_memory.entry import ConsolidationStats, MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
+from loopctl_memory.metadata import encoded
 
 if TYPE_CHECKING:
     from loopctl_memory.entry import Summary
@@ -177,6 +178,8 @@ def entry_table(entry: MemoryEntry) -> Table:
         shown = ", ".join(value) if name == "tags" else str(value)
         if name == "relevance":
             shown = for_people(value)
+        elif name == "metadata":
+            shown = encoded(value)
         table.add_row(name, Text(shown))
     return table
 

@@ -31,6 +31,7 @@ from loopctl_memory.lifecycle.rules import (
     apply_update,
     forget_rule,
     stamp_accessed,
+    updater,
 )
 
 __all__ = [
@@ -54,4 +55,5 @@ __all__ = [
     "promote_highest_quality",
     "quality_score",
     "stamp_accessed",
+    "updater",
 ]

@@ -26,6 +26,7 @@ from loopctl_memory.arguments import check_number
 from loopctl_memory.binary32 import INT64_MAX, U16_MAX, f32
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.lifecycle.quality import quality_score
+from loopctl_memory.metadata import combined
 from loopctl_memory.scoring import split_whitespace
 
 # What each duplicate a merge folds in adds to the relevance: the crate's corroboration.
@@ -359,7 +360,9 @@ def merge_cluster(cluster: Cluster) -> MemoryEntry:
     ``last_decayed``; each duplicate adds 0.1 to the relevance (binary32, capped
     at 1.0) and its access count (saturating at 2**63 - 1), and its tags not yet
     present, in order. ``validated`` is true if any member's is; ``created_at``
-    is the earliest and ``last_accessed`` the latest of the members'.
+    is the earliest and ``last_accessed`` the latest of the members'. Its
+    metadata has every key a member's has, with the canonical entry's value
+    first, then the duplicates' in order (:func:`loopctl_memory.metadata.combined`).
     """
     canonical = cluster.canonical
     relevance = canonical.relevance
@@ -393,4 +396,7 @@ def merge_cluster(cluster: Cluster) -> MemoryEntry:
         validated=validated,
         last_accessed=last_accessed,
         last_decayed=canonical.last_decayed,
+        metadata=combined(
+            [canonical.metadata, *(duplicate.metadata for duplicate in cluster.duplicates)]
+        ),
     )

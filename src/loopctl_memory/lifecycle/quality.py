@@ -15,6 +15,7 @@ from loopctl_memory.arguments import check_now
 from loopctl_memory.binary32 import U16_MAX, as_secs_f32, exp32, f32, half_pow32, ln32
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import InvalidArgumentError, InvalidEntryError
+from loopctl_memory.metadata import copied
 
 _RELEVANCE_WEIGHT: Final = f32(0.45)
 _ACCESS_WEIGHT: Final = f32(0.30)
@@ -122,6 +123,7 @@ def decayed_to(entry: MemoryEntry, now: datetime, half_life_seconds: float) -> M
         validated=entry.validated,
         last_accessed=entry.last_accessed,
         last_decayed=now,
+        metadata=copied(entry.metadata),
     )
 
 

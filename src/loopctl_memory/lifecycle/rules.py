@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -20,6 +20,7 @@ from loopctl_memory.binary32 import INT64_MAX, WHITE_SPACE
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, validate_entry
 from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter, check_filter
+from loopctl_memory.metadata import merged
 from loopctl_memory.scoring import split_whitespace
 
 
@@ -80,13 +81,19 @@ def apply_update(
     tags: list[str] | Unset = UNSET,
     relevance: float | Unset = UNSET,
     validated: bool | Unset = UNSET,
+    metadata: dict[str, Any] | Unset = UNSET,
+    merge_metadata: dict[str, Any] | Unset = UNSET,
 ) -> MemoryEntry:
     """Return a validated copy of ``entry`` with the given fields replaced.
 
     The id, ``created_at``, access count and access and decay stamps are kept.
+    ``metadata`` replaces the whole object; ``merge_metadata`` sets the keys it
+    gives and keeps the others (:func:`loopctl_memory.metadata.merged`).
 
     Raises:
-        InvalidEntryError: a new value is invalid (as :func:`validate_entry` decides).
+        InvalidEntryError: a new value is invalid (as :func:`validate_entry`
+            decides; an :class:`InvalidArgumentError` for metadata, or both
+            ``metadata`` and ``merge_metadata`` given).
 
     """
     given = {
@@ -95,11 +102,35 @@ def apply_update(
         "tags": tags,
         "relevance": relevance,
         "validated": validated,
+        "metadata": metadata,
     }
     # Any value at all: validate_entry decides what is acceptable.
     changes: dict[str, Any] = {name: value for name, value in given.items() if value is not UNSET}
+    if merge_metadata is not UNSET:
+        if metadata is not UNSET:
+            raise InvalidArgumentError("give metadata (to replace it) or merge_metadata, not both")
+        if not isinstance(merge_metadata, dict):
+            raise InvalidArgumentError(
+                f"merge_metadata must be a dict, not {type(merge_metadata).__name__}"
+            )
+        changes["metadata"] = merged(entry.metadata, merge_metadata)
     changes.setdefault("tags", list(entry.tags))
     return validate_entry(dataclasses.replace(entry, **changes))
+
+
+def updater(**fields: Any) -> Callable[[MemoryEntry], MemoryEntry]:
+    """:func:`apply_update` with these fields, checked now (before any I/O) on a blank entry.
+
+    Raises:
+        InvalidEntryError: as :func:`apply_update`.
+
+    """
+
+    def changed(entry: MemoryEntry) -> MemoryEntry:
+        return apply_update(entry, **fields)
+
+    changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid input: an error for any id
+    return changed
 
 
 _BEFORE_EVERYTHING: Final = datetime.min.replace(tzinfo=UTC)

@@ -33,6 +33,7 @@ from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, moment
 from loopctl_memory.lifecycle import ForgetRule
+from loopctl_memory.metadata import decoded, encoded
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import PRUNE_THRESHOLD
 from loopctl_memory.sql import filtering, index
@@ -321,6 +322,7 @@ async def rewrite(
                 validated=bindparam("b_validated"),
                 last_accessed_us=bindparam("b_last_accessed_us"),
                 last_decayed_us=bindparam("b_last_decayed_us"),
+                metadata=bindparam("b_metadata"),
             )
         )
         await connection.execute(
@@ -338,6 +340,7 @@ async def rewrite(
                     "b_validated": entry.validated,
                     "b_last_accessed_us": microseconds(entry.last_accessed),
                     "b_last_decayed_us": microseconds(entry.last_decayed),
+                    "b_metadata": encoded(entry.metadata),
                 }
                 for seq, entry in rows
             ],
@@ -576,6 +579,7 @@ def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
         validated,
         accessed_us,
         decayed_us,
+        stored_metadata,
     ) = fields[: len(_ENTRY_NAMES)]
     return MemoryEntry(
         category=MemoryCategory(category),
@@ -588,6 +592,7 @@ def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
         validated=bool(validated),
         last_accessed=moment(accessed_us),
         last_decayed=moment(decayed_us),
+        metadata=decoded(stored_metadata),
     )
 
 

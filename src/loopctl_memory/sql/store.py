@@ -13,6 +13,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -419,31 +420,31 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         tags: list[str] | lifecycle.Unset = lifecycle.UNSET,
         relevance: float | lifecycle.Unset = lifecycle.UNSET,
         validated: bool | lifecycle.Unset = lifecycle.UNSET,
+        metadata: dict[str, Any] | lifecycle.Unset = lifecycle.UNSET,
+        merge_metadata: dict[str, Any] | lifecycle.Unset = lifecycle.UNSET,
     ) -> MemoryEntry | None:
         """Change the fields given of the entry with this id; return it updated, or None.
 
         The entry keeps its id, ``created_at``, access stamps and place in
         insertion order (ties in retrieval break as before). One transaction;
         the next retrieval finds it by its new words only. A new memory's
-        vector is made before it, or the entry is pending.
+        vector is made before it, or the entry is pending. ``metadata``
+        replaces the object, ``merge_metadata`` sets only the keys it gives.
 
         Raises:
             InvalidEntryError: a new value is not valid (nothing changes).
 
         """
         entry_id = validate_id(entry_id)
-
-        def changed(entry: MemoryEntry) -> MemoryEntry:
-            return lifecycle.apply_update(
-                entry,
-                memory=memory,
-                category=category,
-                tags=tags,
-                relevance=relevance,
-                validated=validated,
-            )
-
-        changed(MemoryEntry(MemoryCategory.FACT, ""))  # invalid input: an error before any I/O
+        changed = lifecycle.updater(
+            memory=memory,
+            category=category,
+            tags=tags,
+            relevance=relevance,
+            validated=validated,
+            metadata=metadata,
+            merge_metadata=merge_metadata,
+        )
         vector = await self._embed_text(memory) if isinstance(memory, str) else None
         return await self._in_scope(
             "update",

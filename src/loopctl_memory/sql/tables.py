@@ -54,6 +54,9 @@ entries = Table(
     Column("last_accessed_us", BigInteger(), nullable=True, comment="microseconds, UTC"),
     Column("last_decayed_us", BigInteger(), nullable=True, comment="microseconds, UTC"),
     Column("scope_id", BigInteger(), nullable=False, server_default="0", comment="scopes.id"),
+    Column("metadata", Text(), nullable=False, server_default="{}", comment="a JSON object"),
+    Column("key", Utf8Text(), nullable=True, comment="the caller's key, unique in its scope"),
+    Column("expires_at_us", BigInteger(), nullable=True, comment="microseconds, UTC"),
     CheckConstraint(_CATEGORY_CHECK, name="category"),
     CheckConstraint("relevance >= 0 AND relevance <= 1", name="relevance"),
 )
@@ -61,6 +64,10 @@ entries = Table(
 Index("ix_entries_relevance_seq", entries.c.relevance.desc(), entries.c.seq)
 # A scope's entries in insertion order, without reading the others.
 Index("ix_entries_scope_id_seq", entries.c.scope_id, entries.c.seq)
+# A key names one entry of its scope (NULLs, the entries without a key, never collide).
+Index("uq_entries_scope_id_key", entries.c.scope_id, entries.c.key, unique=True)
+# The entries due to expire, soonest first, for the sweep.
+Index("ix_entries_expires_at_us", entries.c.expires_at_us)
 
 scopes = Table(
     "scopes",
@@ -99,8 +106,10 @@ ENTRY_FIELDS = (
     "last_accessed_us",
     "last_decayed_us",
     "scope_id",
+    "metadata",
 )
-"""The entries columns, in the order of a backend's entry rows (see ``flat.FlatEntry``)."""
+"""The entries columns a write gives, in the order of a backend's entry rows (see
+``flat.FlatEntry``)."""
 
 # Batch inserts go to the driver's executemany directly, with rows as tuples:
 # SQLAlchemy's per-row parameter processing costs more than the database's work.

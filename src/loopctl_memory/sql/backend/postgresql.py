@@ -93,6 +93,7 @@ class PostgresqlBackend(Backend):
                 last_accessed_us,
                 last_decayed_us,
                 scope_ids[scope],
+                metadata,
             )
             for index, (
                 hex_id,
@@ -106,6 +107,7 @@ class PostgresqlBackend(Backend):
                 last_accessed_us,
                 last_decayed_us,
                 scope,
+                metadata,
             ) in enumerate(batch.entries)
         ]
 
