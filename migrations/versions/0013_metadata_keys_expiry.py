@@ -45,8 +45,25 @@ def upgrade() -> None:
             sa.Column("expires_at_us", sa.BigInteger(), nullable=True, comment="microseconds, UTC")
         )
     _relevance_index()
-    op.create_index("uq_entries_scope_id_key", "entries", ["scope_id", "key"], unique=True)
-    op.create_index("ix_entries_expires_at_us", "entries", ["expires_at_us"], unique=False)
+    # Partial: an entry without a key (or an expiry) costs a write no index entry.
+    keyed = sa.text('"key" IS NOT NULL')  # quoted, as a created database has it
+    op.create_index(
+        "uq_entries_scope_id_key",
+        "entries",
+        ["scope_id", "key"],
+        unique=True,
+        sqlite_where=keyed,
+        postgresql_where=keyed,
+    )
+    expiring = sa.text("expires_at_us IS NOT NULL")
+    op.create_index(
+        "ix_entries_expires_at_us",
+        "entries",
+        ["expires_at_us"],
+        unique=False,
+        sqlite_where=expiring,
+        postgresql_where=expiring,
+    )
 
 
 def downgrade() -> None:

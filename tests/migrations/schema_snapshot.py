@@ -26,7 +26,7 @@ def schema_snapshot(connection: Connection) -> dict[str, Any]:
             ],
             "primary key": inspector.get_pk_constraint(table),
             "foreign keys": by_name(inspector.get_foreign_keys(table)),
-            "indexes": by_name(inspector.get_indexes(table)),
+            "indexes": by_name(_as_text(index) for index in inspector.get_indexes(table)),
             "unique": by_name(inspector.get_unique_constraints(table)),
             "checks": by_name(inspector.get_check_constraints(table)),
         }
@@ -64,6 +64,14 @@ def _identity_masked(value: Any) -> Any:
             return value
         return "<a uuid>"
     return value
+
+
+def _as_text(index: Any) -> Any:
+    """A reflected index with its dialect options (a partial index's WHERE) as text."""
+    options = index.get("dialect_options")
+    if not options:
+        return index
+    return {**index, "dialect_options": {key: str(value) for key, value in options.items()}}
 
 
 def by_name(items: Iterable[Any]) -> list[Any]:

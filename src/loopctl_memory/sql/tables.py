@@ -64,10 +64,23 @@ entries = Table(
 Index("ix_entries_relevance_seq", entries.c.relevance.desc(), entries.c.seq)
 # A scope's entries in insertion order, without reading the others.
 Index("ix_entries_scope_id_seq", entries.c.scope_id, entries.c.seq)
-# A key names one entry of its scope (NULLs, the entries without a key, never collide).
-Index("uq_entries_scope_id_key", entries.c.scope_id, entries.c.key, unique=True)
+# A key names one entry of its scope. Partial, as the next one: an entry without a key
+# (or an expiry) costs a write no index entry.
+Index(
+    "uq_entries_scope_id_key",
+    entries.c.scope_id,
+    entries.c.key,
+    unique=True,
+    sqlite_where=entries.c.key.is_not(None),
+    postgresql_where=entries.c.key.is_not(None),
+)
 # The entries due to expire, soonest first, for the sweep.
-Index("ix_entries_expires_at_us", entries.c.expires_at_us)
+Index(
+    "ix_entries_expires_at_us",
+    entries.c.expires_at_us,
+    sqlite_where=entries.c.expires_at_us.is_not(None),
+    postgresql_where=entries.c.expires_at_us.is_not(None),
+)
 
 scopes = Table(
     "scopes",
