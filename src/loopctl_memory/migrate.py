@@ -32,6 +32,7 @@ from sqlalchemy import (
     inspect,
     select,
 )
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from loopctl_memory.errors import SchemaBehindError, SchemaError
 from loopctl_memory.sql.backend import backend_of
@@ -230,7 +231,13 @@ def _checked_revision(connection: Connection) -> str | None:
 
 def _create(connection: Connection) -> None:
     """The schema at head from the table definitions, with the rows the migrations add."""
-    metadata.create_all(connection)
+    # Table by table, each table's indexes by name: SQLAlchemy keeps a table's indexes in
+    # a set, and the order SQLite holds them in decides how much work each write does,
+    # which must not vary from one process to the next.
+    for table in metadata.sorted_tables:
+        connection.execute(CreateTable(table))
+        for index in sorted(table.indexes, key=lambda index: str(index.name)):
+            connection.execute(CreateIndex(index))
     _version_table.create(connection, checkfirst=True)  # left behind by a downgrade to base
     connection.execute(
         insert(index_state).values(id=1, indexed_through=0, store_id=str(uuid.uuid4()))

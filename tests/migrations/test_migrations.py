@@ -232,6 +232,34 @@ def test_creating_and_opening_a_database_do_not_load_alembic(tmp_path):
     assert "[]" == ran.stdout.strip()
 
 
+def test_databases_created_by_different_processes_hold_their_indexes_in_one_order(tmp_path):
+    """The order of a table's indexes decides the work of each write (the kill tests count
+    it); SQLAlchemy keeps them in a set, whose order follows where objects land in memory."""
+    script = (
+        "import asyncio, sys\n"
+        "from loopctl_memory import open_store\n"
+        "async def main():\n"
+        "    async with open_store(sys.argv[1]) as store:\n"
+        "        await store.count()\n"
+        "asyncio.run(main())\n"
+    )
+    orders = set()
+    for attempt in range(6):
+        path = tmp_path / f"{attempt}.db"
+        # Objects made before the import move where the store's tables land in memory.
+        padded = f"padding = [object() for _ in range({attempt * 997})]\n" + script
+        subprocess.run([sys.executable, "-c", padded, str(path)], check=True)
+        raw = sqlite3.connect(path)
+        try:
+            rows = raw.execute("SELECT name FROM sqlite_master ORDER BY rowid").fetchall()
+        finally:
+            raw.close()
+        orders.add(tuple(name for (name,) in rows))
+    assert 1 == len(orders), orders
+    (order,) = orders
+    assert "uq_entries_scope_id_key" in order
+
+
 async def test_a_version_table_with_two_revisions_is_refused(tmp_path):
     path = _sqlite_file(tmp_path)
     async with open_store(path):
