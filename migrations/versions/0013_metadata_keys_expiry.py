@@ -4,7 +4,9 @@
 (``'{}'``: none, what every existing entry gets); ``entries.key`` a caller's
 name for the entry, unique within its scope (NULL: none, every existing
 entry's); ``entries.expires_at_us`` when it expires, microseconds since the
-epoch, UTC (NULL: never, every existing entry's).
+epoch, UTC (NULL: never, every existing entry's). ``entry_fields`` holds each
+path of an entry's metadata and the value there, for metadata filters (none
+for the existing entries, whose metadata is empty).
 
 Revision ID: 0013
 Revises: 0012
@@ -65,9 +67,39 @@ def upgrade() -> None:
         postgresql_where=expiring,
     )
 
+    op.create_table(
+        "entry_fields",
+        sa.Column("entry_seq", _SEQ, nullable=False),
+        sa.Column("path_hash", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column(
+            "kind",
+            sa.SmallInteger(),
+            nullable=False,
+            comment="null, bool, number, str, list, object",
+        ),
+        sa.Column("number", sa.Double(), nullable=True, comment="a number, or a bool as 0 or 1"),
+        sa.Column("text_key", Utf8Text(), nullable=True, comment="a str's first 100 characters"),
+        sa.Column("text", Utf8Text(), nullable=True, comment="the whole str, when longer"),
+        sa.ForeignKeyConstraint(
+            ["entry_seq"],
+            ["entries.seq"],
+            name=op.f("fk_entry_fields_entry_seq_entries"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("entry_seq", "path_hash", name=op.f("pk_entry_fields")),
+        sqlite_with_rowid=False,
+    )
+    for column in ("number", "text_key"):
+        op.create_index(
+            f"ix_entry_fields_path_hash_kind_{column}",
+            "entry_fields",
+            ["path_hash", "kind", column, "entry_seq"],
+        )
+
 
 def downgrade() -> None:
     """Drop the metadata, the keys and the expiry."""
+    op.drop_table("entry_fields")
     op.drop_index("ix_entries_expires_at_us", table_name="entries")
     op.drop_index("uq_entries_scope_id_key", table_name="entries")
     op.drop_index("ix_entries_relevance_seq", table_name="entries")
@@ -76,6 +108,9 @@ def downgrade() -> None:
         batch.drop_column("key")
         batch.drop_column("metadata")
     _relevance_index()
+
+
+_SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def _rebuilt_on_sqlite() -> Literal["always", "auto"]:

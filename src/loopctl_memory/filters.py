@@ -1,4 +1,4 @@
-"""MemoryFilter: which entries an operation reads, by category, tags, time, validation, relevance.
+"""MemoryFilter: which entries an operation reads, by their fields and their metadata.
 
 A filter is a conjunction: an entry passes when every condition given holds.
 It is checked once, when it is made, so a bad filter fails before any store
@@ -18,6 +18,7 @@ from datetime import datetime
 from loopctl_memory.arguments import aware_in_utc, check_number
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.errors import InvalidArgumentError
+from loopctl_memory.metadata_filter import FieldCondition, check_metadata_filter, conditions_hold
 
 
 def _listed(value: object, what: str, kind: str) -> list[object] | None:
@@ -91,15 +92,20 @@ class MemoryFilter:
         created_before: the entry was created strictly before this time.
         min_relevance: the entry's relevance is at least this.
         max_relevance: the entry's relevance is at most this.
+        metadata: conditions on the entry's metadata, a dict from a dotted path
+            to a value (equality) or to operators (``$eq $ne $gt $gte $lt $lte
+            $in $nin $exists``); see :mod:`loopctl_memory.metadata_filter`.
 
     The attributes hold the checked values: categories as a frozenset, tags
-    lowercased in a tuple, times in UTC, bounds as floats.
+    lowercased in a tuple, times in UTC, bounds as floats, metadata conditions as
+    a tuple of :class:`~loopctl_memory.metadata_filter.FieldCondition`.
 
     Raises:
         InvalidArgumentError: an unknown category, an empty list of categories
             or tags, a naive datetime, a bound that is not a number, or bounds
             that no entry can meet (``min_relevance`` above ``max_relevance``,
-            ``created_after`` not before ``created_before``).
+            ``created_after`` not before ``created_before``), or a bad metadata
+            filter (an unknown operator, an operand of the wrong kind).
 
     Example:
         >>> from datetime import UTC, datetime
@@ -107,6 +113,7 @@ class MemoryFilter:
         >>> recent_errors = MemoryFilter(
         ...     categories=["error_pattern"], created_after=datetime(2026, 1, 1, tzinfo=UTC)
         ... )
+        >>> anns_big_tasks = MemoryFilter(metadata={"user": "ann", "size": {"$gte": 3}})
 
     """
 
@@ -118,6 +125,7 @@ class MemoryFilter:
     created_before: datetime | None
     min_relevance: float | None
     max_relevance: float | None
+    metadata: tuple[FieldCondition, ...] | None
 
     def __init__(
         self,
@@ -130,6 +138,7 @@ class MemoryFilter:
         created_before: datetime | None = None,
         min_relevance: float | None = None,
         max_relevance: float | None = None,
+        metadata: dict[str, object] | None = None,
     ) -> None:
         put = object.__setattr__  # frozen: set once, checked
         put(self, "categories", _categories(categories))
@@ -157,6 +166,7 @@ class MemoryFilter:
             )
         put(self, "min_relevance", low)
         put(self, "max_relevance", high)
+        put(self, "metadata", check_metadata_filter(metadata))
 
     @property
     def is_empty(self) -> bool:
@@ -181,7 +191,9 @@ class MemoryFilter:
             return False
         if self.min_relevance is not None and not entry.relevance >= self.min_relevance:
             return False
-        return self.max_relevance is None or entry.relevance <= self.max_relevance
+        if self.max_relevance is not None and not entry.relevance <= self.max_relevance:
+            return False
+        return self.metadata is None or conditions_hold(self.metadata, entry.metadata)
 
 
 def check_filter(value: object) -> MemoryFilter | None:

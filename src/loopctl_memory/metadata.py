@@ -1,7 +1,7 @@
 """A memory's metadata: the caller's own fields, a JSON object, checked, stored, combined.
 
 A metadata value is a JSON object: str keys; values ``None``, ``bool``,
-``int``, finite ``float``, ``str``, and lists and objects of those, at most
+``int`` (within 64 bits), finite ``float``, ``str``, and lists and objects of those, at most
 :data:`MAX_DEPTH` levels deep and :data:`MAX_BYTES` bytes as compact JSON
 (UTF-8). ``{}`` (the default) is none. A store keeps it as that compact JSON
 text, keys in the caller's order, and gives back an equal object (a tuple
@@ -32,6 +32,9 @@ MAX_BYTES = 65_536
 """The most bytes a memory's metadata may take as compact JSON (UTF-8)."""
 MAX_DEPTH = 32
 """The most levels of lists and objects a memory's metadata may nest."""
+MIN_INT = -(2**63)
+MAX_INT = 2**63 - 1
+"""Integers are kept within 64 bits (filters compare numbers as 64-bit floats)."""
 
 EMPTY = "{}"
 """The stored form of no metadata."""
@@ -61,10 +64,27 @@ def check_metadata(value: object) -> Metadata:
     return value
 
 
+def check_value(value: object, where: str) -> None:
+    """Check one JSON value as metadata holds them (a filter's operand), ``where`` for messages.
+
+    Raises:
+        InvalidArgumentError: it is not such a value.
+
+    """
+    try:
+        _check(value, "", 1)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"{where}: {exc}") from None
+
+
 def _check(value: object, path: str, depth: int) -> None:
     if value is None or isinstance(value, bool):
         return
     if isinstance(value, int):
+        if not MIN_INT <= value <= MAX_INT:
+            raise InvalidArgumentError(
+                f"metadata {_at(path)} is {value}: integers are kept within 64 bits"
+            )
         return
     if isinstance(value, float):
         if not math.isfinite(value):

@@ -14,6 +14,7 @@ from loopctl_memory import (
     InvalidEntryError,
     MemoryCategory,
     MemoryEntry,
+    MemoryFilter,
     SqlMemoryStore,
 )
 from loopctl_memory.jsonl import export_jsonl, import_jsonl
@@ -28,7 +29,7 @@ RICH = {
     "team": {"lead": "bo", "size": 4, "tags": ["a", "b"]},
     "mixed": [1, "two", 3.5, False, None, {"deep": [[]]}],
     "ünïcode ✓": "zoë \u0000 and \u2028",
-    "big": 2**70,
+    "big": 2**62,
     "": "an empty key",
 }
 
@@ -138,6 +139,9 @@ async def test_a_merge_of_near_duplicates_keeps_every_key_the_kept_memory_first(
     assert {"a", "b", "x"} == set(kept.metadata)
     original = first if kept.id == first.id else second
     assert original.metadata["x"] == kept.metadata["x"]
+    for key, value in kept.metadata.items():  # filters see the merged metadata
+        assert 1 == await store.count(filter=MemoryFilter(metadata={key: value}))
+    assert 0 == await store.count(filter=MemoryFilter(metadata={"x": 3 - kept.metadata["x"]}))
 
 
 async def test_metadata_survives_export_and_import(store):

@@ -59,6 +59,7 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         "scopes",
         "embedders",
         "vectors",
+        "entry_fields",
     } == tables
 
 

@@ -119,6 +119,7 @@ async def _write_pass(
     log: list[int] = []
     retagged: list[int] = []
     rewritten: list[int] = []
+    refielded: list[int] = []
     for slot, after in zip(result.slots, result.entries, strict=True):
         seq, old = seqs[slot], before[slot]
         if after == old:
@@ -126,6 +127,8 @@ async def _write_pass(
         rows.append((seq, after))
         if old.tags != after.tags:
             retagged.append(seq)
+        if old.metadata != after.metadata:
+            refielded.append(seq)
         if old.memory != after.memory:
             rewritten.append(seq)
         text_changed = (old.memory, old.tags) != (after.memory, after.tags)
@@ -137,6 +140,7 @@ async def _write_pass(
         rows,
         log=[] if reindex else log,
         tags_of=retagged,
+        fields_of=refielded,
         texts_changed=rewritten,
     )
     if reindex:

@@ -6,7 +6,8 @@ iteration, forget); the mask serves ranking, from the columns and tag
 postings the ranking state keeps, so a filtered retrieval costs a few
 vectorised passes, not a scan of the table. Tags compare as Python's
 ``str.lower()`` of each side, whole; times as microseconds since the epoch,
-as they are stored.
+as they are stored; metadata conditions read the entries' ``entry_fields`` rows
+(see :mod:`loopctl_memory.sql.fields`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy import ColumnElement, and_, exists, select, true
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import microseconds
 from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.fields import FieldQuery, field_query
 from loopctl_memory.sql.ranking.columns import CATEGORY_CODES
 from loopctl_memory.sql.ranking.state import Mask, RankingState
 from loopctl_memory.sql.tables import entries, tags
@@ -42,6 +44,7 @@ def condition(passes: MemoryFilter | None) -> ColumnElement[bool]:
         conditions.append(entries.c.relevance >= passes.min_relevance)
     if passes.max_relevance is not None:
         conditions.append(entries.c.relevance <= passes.max_relevance)
+    conditions.extend(field_query(field).condition() for field in passes.metadata or ())
     return and_(*conditions)
 
 
@@ -88,4 +91,14 @@ def passing(state: RankingState, reader: Reader, passes: MemoryFilter, size: int
         mask &= relevance >= passes.min_relevance
     if passes.max_relevance is not None:
         mask &= relevance <= passes.max_relevance
+    for field in passes.metadata or ():
+        mask &= _fields_pass(reader, field_query(field), size)
     return mask
+
+
+def _fields_pass(reader: Reader, query: FieldQuery, size: int) -> Mask:
+    statement, parameters = query.raw(reader.backend.encode, size)
+    found = np.zeros(size, np.bool_)
+    for rows in reader.chunks(statement, parameters, 65_536):
+        found[np.fromiter((seq for (seq,) in rows), np.int64, len(rows))] = True
+    return ~found if query.negate else found

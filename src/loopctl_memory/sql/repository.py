@@ -36,8 +36,9 @@ from loopctl_memory.lifecycle import ForgetRule
 from loopctl_memory.metadata import decoded, encoded
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import PRUNE_THRESHOLD
-from loopctl_memory.sql import filtering, index
+from loopctl_memory.sql import fields, filtering, index
 from loopctl_memory.sql.backend import Reader, Statement, backend_of
+from loopctl_memory.sql.fields import INSERT_FIELDS
 from loopctl_memory.sql.tables import (
     ENTRY_FIELDS,
     INSERT_ENTRIES,
@@ -183,6 +184,9 @@ async def insert_entries(
         await connection.exec_driver_sql(
             backend.sql(INSERT_TAGS), backend.tag_rows(batch, first_seq)
         )
+    field_rows = fields.batch_rows(backend.encode, batch, first_seq)
+    if field_rows:
+        await connection.exec_driver_sql(backend.sql(INSERT_FIELDS), field_rows)
     made = backend.vector_rows(batch, first_seq)
     if made:
         await connection.exec_driver_sql(backend.sql(INSERT_VECTORS), made)
@@ -296,11 +300,13 @@ async def rewrite(
     *,
     log: Iterable[int] = (),
     tags_of: Iterable[int] = (),
+    fields_of: Iterable[int] = (),
     texts_changed: Iterable[int] = (),
 ) -> None:
     """Write each (seq, entry) over the row at seq: the entry's every field, its id too.
 
-    ``tags_of``: the seqs whose tags are written again; ``log``: the seqs other
+    ``tags_of``: the seqs whose tags are written again; ``fields_of``: those
+    whose metadata changed, whose ``entry_fields`` rows are written again; ``log``: the seqs other
     processes must read again (their text, tags or relevance changed);
     ``texts_changed``: the seqs whose memory changed, whose vectors go (they
     were made from the old text).
@@ -357,6 +363,13 @@ async def rewrite(
         ]
         if tag_rows:
             await connection.execute(insert(tags), tag_rows)
+    refielded = set(fields_of)
+    if refielded:
+        await fields.write_again(
+            connection,
+            backend_of(connection),
+            [(seq, encoded(entry.metadata)) for seq, entry in rows if seq in refielded],
+        )
     logged = sorted(set(log))
     if logged:
         await connection.execute(insert(changes), [{"seq": seq} for seq in logged])
@@ -434,10 +447,14 @@ async def update_entry(
     seq, before = found
     after = change(before)
     if after != before:
-        tags_of = [seq] if before.tags != after.tags else []
         texts_changed = [seq] if before.memory != after.memory else []
         await rewrite(
-            connection, [(seq, after)], log=[seq], tags_of=tags_of, texts_changed=texts_changed
+            connection,
+            [(seq, after)],
+            log=[seq],
+            tags_of=[seq] if before.tags != after.tags else [],
+            fields_of=[seq] if before.metadata != after.metadata else [],
+            texts_changed=texts_changed,
         )
         if texts_changed and vector is not None and vector[1] == after.memory:
             await connection.exec_driver_sql(  # none if reembed replaced the embedder meanwhile

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -103,6 +104,41 @@ tags = Table(
     Column("tag", Utf8Text(), nullable=False),
     Column("tag_lower", Utf8Text(), nullable=False, comment="Python str.lower() of tag"),
     sqlite_with_rowid=False,  # the primary key is the table: one B-tree, not two
+)
+
+
+entry_fields = Table(
+    "entry_fields",
+    metadata,
+    Column(
+        "entry_seq",
+        _Seq,
+        ForeignKey(entries.c.seq, ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("path_hash", BigInteger(), primary_key=True, autoincrement=False),
+    Column("kind", SmallInteger(), nullable=False, comment="null, bool, number, str, list, object"),
+    Column("number", Double(), nullable=True, comment="a number, or a bool as 0 or 1"),
+    Column("text_key", Utf8Text(), nullable=True, comment="a str's first 100 characters"),
+    Column("text", Utf8Text(), nullable=True, comment="the whole str, when longer"),
+    sqlite_with_rowid=False,
+)
+"""Each path of an entry's metadata and the value there (see ``sql.fields``)."""
+# A filter reads one path's rows by value; entry_seq closes the index, so the filter
+# reads no table row.
+Index(
+    "ix_entry_fields_path_hash_kind_number",
+    entry_fields.c.path_hash,
+    entry_fields.c.kind,
+    entry_fields.c.number,
+    entry_fields.c.entry_seq,
+)
+Index(
+    "ix_entry_fields_path_hash_kind_text_key",
+    entry_fields.c.path_hash,
+    entry_fields.c.kind,
+    entry_fields.c.text_key,
+    entry_fields.c.entry_seq,
 )
 
 

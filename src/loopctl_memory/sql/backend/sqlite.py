@@ -17,7 +17,8 @@ from sqlalchemy.pool import StaticPool
 
 from loopctl_memory.errors import StorageError
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.sql import aiosqlite_hop
+from loopctl_memory.metadata import EMPTY
+from loopctl_memory.sql import aiosqlite_hop, fields
 from loopctl_memory.sql.backend.base import (
     BEGIN_MODE,
     Backend,
@@ -27,6 +28,7 @@ from loopctl_memory.sql.backend.base import (
     outside_transaction,
     register,
 )
+from loopctl_memory.sql.fields import INSERT_FIELDS
 from loopctl_memory.sql.files import header
 from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS, INSERT_VECTORS
 
@@ -185,6 +187,8 @@ class SqliteBackend(Backend):
             seq = int(connection.execute(_INSERT_ONE, row).lastrowid)
             if batch.tags:
                 connection.executemany(INSERT_TAGS, self.tag_rows(batch, seq))
+            if entry[11] != EMPTY:
+                connection.executemany(INSERT_FIELDS, fields.batch_rows(self.encode, batch, seq))
             made = self.vector_rows(batch, seq)
             if made:
                 connection.executemany(INSERT_VECTORS, made)
