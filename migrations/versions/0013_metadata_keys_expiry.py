@@ -75,7 +75,7 @@ def upgrade() -> None:
             "kind",
             sa.SmallInteger(),
             nullable=False,
-            comment="null, bool, number, str, list, object",
+            comment="0 null 1 bool 2 number 3 str 4 list 5 object, +8 if long",
         ),
         sa.Column("number", sa.Double(), nullable=True, comment="a number, or a bool as 0 or 1"),
         sa.Column("text_key", Utf8Text(), nullable=True, comment="a str's first 100 characters"),

@@ -2,9 +2,10 @@
 
 Every path of an entry's metadata (every key, and the keys inside its objects)
 is one row: the path's hash, the kind of value there (null, bool, number,
-str, list, object) and the value: a number in ``number`` (a bool as 0 or 1),
-a str in ``text_key`` (its first :data:`TEXT_KEY` characters, which the index
-holds) and ``text`` (the whole, only when longer), a list or an object as its
+str, list, object; :data:`LONG` added for one longer than :data:`TEXT_KEY`
+characters) and the value: a number in ``number`` (a bool as 0 or 1), a str
+in ``text_key`` (its first :data:`TEXT_KEY` characters, which the index holds)
+and ``text`` (the whole, only when longer), a list or an object as its
 canonical JSON the same way. An entry with no metadata has no rows, so it
 costs a write nothing. A condition of :mod:`loopctl_memory.metadata_filter`
 becomes a query for the entries that have a matching row, or for those that
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
 
 NULL, BOOL, NUMBER, STRING, LIST, OBJECT = range(6)
 """The kinds of value a row holds."""
+LONG = 8
+"""Added to the kind of a str, list or object longer than :data:`TEXT_KEY` characters:
+a test on a short one then reads the index alone."""
 
 TEXT_KEY = 100
 """Characters of a str (or of a list's or object's canonical JSON) the index holds."""
@@ -125,7 +129,8 @@ def _flatten(seq: int, value: dict[str, Any], above: tuple[str, ...], into: list
         path = (*above, key)
         kind, number, spelled = _kind_of(item)
         key_part, rest = _split(spelled)
-        into.append((seq, path_hash(path), kind, number, key_part, rest))
+        stored_kind = kind if rest is None else kind + LONG
+        into.append((seq, path_hash(path), stored_kind, number, key_part, rest))
         if kind == OBJECT:
             _flatten(seq, item, path, into)
 
@@ -233,7 +238,7 @@ def _row_test(operator: str, operand: Any) -> Test:
     if operator == "$exists":
         return "1 = 1", [], not operand
     if operator == IS_OBJECT:
-        return f"kind = {OBJECT}", [], False
+        return f"kind IN ({OBJECT}, {OBJECT + LONG})", [], False
     if operator in ORDERING:
         return _ordered(operator, operand)
     if operator in MEMBERSHIP:
@@ -268,8 +273,9 @@ def _equal(value: Any) -> tuple[str, list[tuple[Any, str]]]:
     spelled = value if kind == STRING else canonical(value)
     key_part, rest = _split(spelled)
     if rest is None:
-        return f"kind = {kind} AND text_key = ? AND text IS NULL", [(key_part, "text")]
-    return f"kind = {kind} AND text_key = ? AND text = ?", [(key_part, "text"), (rest, "text")]
+        return f"kind = {kind} AND text_key = ?", [(key_part, "text")]
+    where = f"kind = {kind + LONG} AND text_key = ? AND text = ?"
+    return where, [(key_part, "text"), (rest, "text")]
 
 
 _SQL_ORDER = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -283,5 +289,8 @@ def _ordered(operator: str, operand: Any) -> Test:
     # narrows on them, the whole decides.
     bound = ">=" if operator in ("$gt", "$gte") else "<="
     key_part = operand[:TEXT_KEY]
-    where = f"kind = {STRING} AND text_key {bound} ? AND coalesce(text, text_key) {order} ?"
+    where = (
+        f"kind IN ({STRING}, {STRING + LONG}) AND text_key {bound} ?"
+        f" AND coalesce(text, text_key) {order} ?"
+    )
     return where, [(key_part, "text"), (operand, "text")], False

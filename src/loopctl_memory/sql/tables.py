@@ -117,7 +117,12 @@ entry_fields = Table(
         primary_key=True,
     ),
     Column("path_hash", BigInteger(), primary_key=True, autoincrement=False),
-    Column("kind", SmallInteger(), nullable=False, comment="null, bool, number, str, list, object"),
+    Column(
+        "kind",
+        SmallInteger(),
+        nullable=False,
+        comment="0 null 1 bool 2 number 3 str 4 list 5 object, +8 if long",
+    ),
     Column("number", Double(), nullable=True, comment="a number, or a bool as 0 or 1"),
     Column("text_key", Utf8Text(), nullable=True, comment="a str's first 100 characters"),
     Column("text", Utf8Text(), nullable=True, comment="the whole str, when longer"),
