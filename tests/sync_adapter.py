@@ -113,6 +113,12 @@ class AsyncOverSync:
     async def delete(self, entry_id: uuid.UUID) -> bool:
         return await asyncio.to_thread(self.sync.delete, entry_id)
 
+    async def get_by_key(self, key: str) -> MemoryEntry | None:
+        return await asyncio.to_thread(self.sync.get_by_key, key)
+
+    async def delete_by_key(self, key: str) -> bool:
+        return await asyncio.to_thread(self.sync.delete_by_key, key)
+
     async def update(self, entry_id: uuid.UUID, **changes: Any) -> MemoryEntry | None:
         return await asyncio.to_thread(self.sync.update, entry_id, **changes)
 

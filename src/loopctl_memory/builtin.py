@@ -18,6 +18,7 @@ from loopctl_memory.entry import (
     ConsolidationStats,
     MemoryCategory,
     MemoryEntry,
+    check_key,
     copy_entry,
     validate_entry,
     validate_id,
@@ -25,6 +26,7 @@ from loopctl_memory.entry import (
 )
 from loopctl_memory.errors import DuplicateEntryError, EmbedderError, InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter, check_filter
+from loopctl_memory.keys import replaced_ids
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import Explanation, check_ranking
@@ -130,11 +132,17 @@ class InMemoryStore:
             self._append_all([validate_entry(entry) for entry in entries])
 
     def _append_all(self, entries: list[MemoryEntry]) -> None:
+        replaced = replaced_ids(self._entries, entries)
         seen: set[uuid.UUID] = set()
         for entry in entries:
-            if entry.id in self._ids or entry.id in seen:
+            if (entry.id in self._ids and entry.id not in replaced) or entry.id in seen:
                 raise DuplicateEntryError(f"an entry with id {entry.id} is already stored")
             seen.add(entry.id)
+        if replaced:
+            self._entries = [entry for entry in self._entries if entry.id not in replaced]
+            self._ids -= replaced
+            for entry_id in replaced:
+                self._vectors.pop(entry_id, None)
         self._entries.extend(entries)
         self._ids.update(seen)
 
@@ -461,6 +469,18 @@ class InMemoryStore:
             if entry.id == entry_id:
                 return copy_entry(entry)
         return None
+
+    async def get_by_key(self, key: str) -> MemoryEntry | None:
+        """Return the entry holding ``key``, or None (see :mod:`loopctl_memory.keys`)."""
+        check_key(key)
+        found = next((entry for entry in self._entries if entry.key == key), None)
+        return None if found is None else copy_entry(found)
+
+    async def delete_by_key(self, key: str) -> bool:
+        """Remove the entry holding ``key``; return whether there was one."""
+        check_key(key)
+        found = next((entry for entry in self._entries if entry.key == key), None)
+        return found is not None and await self.delete(found.id)
 
     async def delete(self, entry_id: uuid.UUID) -> bool:
         """Remove the entry with this id; return whether there was one."""

@@ -40,7 +40,9 @@ class MemoryEntry:
     ``relevance`` is a number in [0, 1]; retrieval scores it as a 32-bit float,
     as the reference does, but the value you store is the value you get back.
     ``metadata`` is the caller's own JSON object (``{}``: none), stored with the
-    memory and filtered on (:mod:`loopctl_memory.metadata`).
+    memory and filtered on (:mod:`loopctl_memory.metadata`). ``key`` is the
+    caller's name for the memory, unique within its scope: storing an entry
+    with a key replaces the memory that had it (``get_by_key``, ``delete_by_key``).
     """
 
     category: MemoryCategory
@@ -55,6 +57,8 @@ class MemoryEntry:
     last_decayed: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     """The caller's own fields, a JSON object (see :mod:`loopctl_memory.metadata`)."""
+    key: str | None = None
+    """The caller's name for the memory, unique in its scope (None: none); see :func:`check_key`."""
 
     def with_tag(self, tag: str) -> MemoryEntry:
         """Return a copy with ``tag`` appended to the tags."""
@@ -212,7 +216,7 @@ def _shown(number: object) -> str:
         return f"an integer of about {int.bit_length(number) * 3 // 10:,} digits"  # type: ignore[arg-type]
 
 
-def check_entry(entry: object) -> MemoryEntry:
+def check_entry(entry: object) -> MemoryEntry:  # noqa: PLR0912 - one branch a field
     """Check every field of ``entry`` and return it, unchanged.
 
     A str category, an int relevance and a non-UTC ``created_at`` are accepted;
@@ -260,7 +264,31 @@ def check_entry(entry: object) -> MemoryEntry:
     if type(entry.validated) is not bool:  # bool cannot be subclassed
         raise InvalidEntryError(f"validated must be a bool, not {type(entry.validated).__name__}")
     check_metadata(entry.metadata)
+    if entry.key is not None:
+        check_key(entry.key, error=InvalidEntryError)
     return entry
+
+
+MAX_KEY = 1_024
+"""The most characters a key may have."""
+
+
+def check_key(key: object, *, error: type[InvalidEntryError] = InvalidArgumentError) -> str:
+    """``key`` if it is a key: a str of 1 to :data:`MAX_KEY` characters, valid UTF-8.
+
+    Raises:
+        InvalidArgumentError: (or ``error``) it is not one.
+
+    """
+    if not isinstance(key, str):
+        raise error(f"key must be a str, not {type(key).__name__}")
+    if not 0 < len(key) <= MAX_KEY:
+        raise error(f"key must have 1 to {MAX_KEY} characters, not {len(key)}")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise error(f"key cannot be encoded as UTF-8: {exc.reason}") from None
+    return key
 
 
 def validate_entry(entry: object) -> MemoryEntry:
@@ -286,6 +314,7 @@ def validate_entry(entry: object) -> MemoryEntry:
         last_accessed=_utc_or_none(checked.last_accessed),
         last_decayed=_utc_or_none(checked.last_decayed),
         metadata=copied(checked.metadata),
+        key=checked.key,
     )
 
 

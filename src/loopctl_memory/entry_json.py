@@ -7,8 +7,9 @@ A line is a JSON object with exactly these keys, in this order::
 
 followed, when they are not empty, by ``"scope"`` (relative to the exporting
 store's scope; a line without one imports into the importing store's scope),
-``"last_accessed"`` and ``"last_decayed"`` (timestamps like ``created_at``) and
-``"metadata"`` (the caller's JSON object; a line without one has none).
+``"last_accessed"`` and ``"last_decayed"`` (timestamps like ``created_at``),
+``"metadata"`` (the caller's JSON object; a line without one has none) and
+``"key"`` (the caller's key; a line without one has none).
 
 ``relevance`` is written as Python's shortest repr of the float, which reads back
 to the same float; ``created_at`` is ISO 8601 in UTC with microseconds; text is
@@ -49,10 +50,11 @@ FIELDS = (
     "last_accessed",
     "last_decayed",
     "metadata",
+    "key",
 )
 """The keys of a line, in the order they are written."""
 
-OPTIONAL_FIELDS = frozenset(("scope", "last_accessed", "last_decayed", "metadata"))
+OPTIONAL_FIELDS = frozenset(("scope", "last_accessed", "last_decayed", "metadata", "key"))
 """Keys a line may leave out (and that are written only when not empty)."""
 
 _FIELD_SET = frozenset(FIELDS)
@@ -80,6 +82,7 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     last_accessed: str | None = None
     last_decayed: str | None = None
     metadata: dict[str, Any] | None = None
+    key: str | None = None
 
 
 _LINE = msgspec.json.Decoder(_Line)
@@ -105,6 +108,8 @@ def entry_to_dict(entry: MemoryEntry, scope: str = "") -> dict[str, Any]:
         fields["last_decayed"] = timestamp(entry.last_decayed)
     if entry.metadata:
         fields["metadata"] = copied(entry.metadata)
+    if entry.key is not None:
+        fields["key"] = entry.key
     return fields
 
 
@@ -184,6 +189,7 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
             last_accessed=stamps[0],
             last_decayed=stamps[1],
             metadata=data.get("metadata", {}),
+            key=data.get("key"),
         )
     )
     # The entry is fresh, so normalising it in place shares nothing with anyone.
@@ -250,7 +256,7 @@ def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
         return None
     if fields.scope or fields.last_accessed is not None or fields.last_decayed is not None:
         return None  # checked on the slow path
-    if fields.metadata is not None:
+    if fields.metadata is not None or fields.key is not None:
         return None  # likewise
     if not fields.created_at.endswith("+00:00"):  # in UTC, so the parsed time is too
         return None
@@ -272,6 +278,7 @@ def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
         None,
         "",
         EMPTY,
+        None,
     )
 
 

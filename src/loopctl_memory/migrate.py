@@ -32,7 +32,7 @@ from sqlalchemy import (
     inspect,
     select,
 )
-from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.schema import CreateIndex, CreateTable, SetColumnComment, SetTableComment
 
 from loopctl_memory.errors import SchemaBehindError, SchemaError
 from loopctl_memory.sql.backend import backend_of
@@ -234,10 +234,18 @@ def _create(connection: Connection) -> None:
     # Table by table, each table's indexes by name: SQLAlchemy keeps a table's indexes in
     # a set, and the order SQLite holds them in decides how much work each write does,
     # which must not vary from one process to the next.
+    dialect = connection.dialect
+    separate_comments = dialect.supports_comments and not dialect.inline_comments
     for table in metadata.sorted_tables:
         connection.execute(CreateTable(table))
         for index in sorted(table.indexes, key=lambda index: str(index.name)):
             connection.execute(CreateIndex(index))
+        if separate_comments:  # PostgreSQL: as create_all, one statement a comment
+            if table.comment is not None:
+                connection.execute(SetTableComment(table))
+            for column in table.columns:
+                if column.comment is not None:
+                    connection.execute(SetColumnComment(column))
     _version_table.create(connection, checkfirst=True)  # left behind by a downgrade to base
     connection.execute(
         insert(index_state).values(id=1, indexed_through=0, store_id=str(uuid.uuid4()))

@@ -293,6 +293,14 @@ class SyncMemoryStore:
         """Delete the entry with this id; return whether it existed (in a scope read here)."""
         return self._runner.run(self._store.delete(entry_id))
 
+    def get_by_key(self, key: str) -> MemoryEntry | None:
+        """The entry of the store's own scope holding ``key``, or None."""
+        return self._runner.run(self._store.get_by_key(key))
+
+    def delete_by_key(self, key: str) -> bool:
+        """Delete the entry of the store's own scope holding ``key``; whether there was one."""
+        return self._runner.run(self._store.delete_by_key(key))
+
     def update(
         self,
         entry_id: uuid.UUID,

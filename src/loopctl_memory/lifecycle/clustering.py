@@ -363,6 +363,8 @@ def merge_cluster(cluster: Cluster) -> MemoryEntry:
     is the earliest and ``last_accessed`` the latest of the members'. Its
     metadata has every key a member's has, with the canonical entry's value
     first, then the duplicates' in order (:func:`loopctl_memory.metadata.combined`).
+    Its key is the canonical entry's, else the first duplicate's that has one;
+    the members' other keys name no memory once the merge is written.
     """
     canonical = cluster.canonical
     relevance = canonical.relevance
@@ -396,6 +398,10 @@ def merge_cluster(cluster: Cluster) -> MemoryEntry:
         validated=validated,
         last_accessed=last_accessed,
         last_decayed=canonical.last_decayed,
+        key=next(
+            (member.key for member in (canonical, *cluster.duplicates) if member.key is not None),
+            None,
+        ),
         metadata=combined(
             [canonical.metadata, *(duplicate.metadata for duplicate in cluster.duplicates)]
         ),

@@ -124,6 +124,7 @@ def decayed_to(entry: MemoryEntry, now: datetime, half_life_seconds: float) -> M
         last_accessed=entry.last_accessed,
         last_decayed=now,
         metadata=copied(entry.metadata),
+        key=entry.key,
     )
 
 

@@ -16,6 +16,19 @@ from loopctl_memory.errors import (
 )
 
 _DUPLICATE_ID_MARKERS = ("uq_entries_id", "entries.id")
+_KEY_MARKERS = ("uq_entries_scope_id_key", "entries.scope_id, entries.key")
+
+
+KEY_RACE_ATTEMPTS = 8
+"""How often a write whose key another write took meanwhile is tried (PostgreSQL)."""
+
+
+class KeyRaceError(StorageError):
+    """Another transaction stored an entry with a key this write gives meanwhile.
+
+    Only where writers run at once (PostgreSQL): the write is tried again, and
+    then replaces that entry.
+    """
 
 
 @contextmanager
@@ -38,6 +51,8 @@ def translate_errors(action: str) -> Iterator[None]:
         message = str(exc.orig if isinstance(exc, sa_exc.IntegrityError) else exc)
         if any(marker in message for marker in _DUPLICATE_ID_MARKERS):
             raise DuplicateEntryError(f"{action}: an entry with this id is already stored") from exc
+        if any(marker in message for marker in _KEY_MARKERS):
+            raise KeyRaceError(f"{action}: another write took one of its keys; try again") from exc
         raise StorageError(f"{action}: the database refused the data: {message}") from exc
     except sa_exc.DBAPIError as exc:
         raise _refused(action, _describe(exc.orig)) from exc

@@ -36,7 +36,7 @@ from loopctl_memory.lifecycle import ForgetRule
 from loopctl_memory.metadata import decoded, encoded
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import PRUNE_THRESHOLD
-from loopctl_memory.sql import fields, filtering, index
+from loopctl_memory.sql import fields, filtering, index, keys
 from loopctl_memory.sql.backend import Reader, Statement, backend_of
 from loopctl_memory.sql.fields import INSERT_FIELDS
 from loopctl_memory.sql.tables import (
@@ -174,6 +174,8 @@ async def insert_entries(
     ids = {name: known[name] for name in absolute.values() if name in known}
     ids.update(await ensure_scopes(connection, set(absolute.values()) - ids.keys()))
     scope_ids_by_name = {name: ids[absolute[name]] for name in relative}
+    for condition in keys.replaced(batch, scope_ids_by_name):
+        await remove(connection, condition)
     position = await connection.run_sync(index.write_position)
     first_seq = position.next_seq
     backend = backend_of(connection)
@@ -245,6 +247,23 @@ async def count(
     if passes is not None:
         statement = statement.where(filtering.condition(passes))
     return int((await connection.execute(statement)).scalar_one())
+
+
+async def keyed_entry(connection: AsyncConnection, scope_name: str, key: str) -> MemoryEntry | None:
+    """The entry of scope ``scope_name`` holding ``key``, or None."""
+    own = await _scope_id(connection, scope_name)
+    if own is None:
+        return None
+    row = (
+        await connection.execute(select(*_ENTRY_COLUMNS).where(keys.holding(own, key)))
+    ).one_or_none()
+    return None if row is None else (await _load(connection, [row.seq], rows=[row]))[row.seq]
+
+
+async def delete_keyed(connection: AsyncConnection, scope_name: str, key: str) -> bool:
+    """Remove the entry of scope ``scope_name`` holding ``key``; whether there was one."""
+    own = await _scope_id(connection, scope_name)
+    return own is not None and await remove(connection, keys.holding(own, key)) > 0
 
 
 async def get_entry(
@@ -329,6 +348,7 @@ async def rewrite(
                 last_accessed_us=bindparam("b_last_accessed_us"),
                 last_decayed_us=bindparam("b_last_decayed_us"),
                 metadata=bindparam("b_metadata"),
+                key=bindparam("b_key"),
             )
         )
         await connection.execute(
@@ -347,6 +367,7 @@ async def rewrite(
                     "b_last_accessed_us": microseconds(entry.last_accessed),
                     "b_last_decayed_us": microseconds(entry.last_decayed),
                     "b_metadata": encoded(entry.metadata),
+                    "b_key": entry.key,
                 }
                 for seq, entry in rows
             ],
@@ -538,10 +559,11 @@ def entries_by_seq(reader: Reader, seqs: Sequence[int]) -> list[MemoryEntry]:
     found: dict[int, MemoryEntry] = {}
     for chunk in _chunks(seqs, _IDS_PER_STATEMENT):
         statement = _ENTRIES_WITH_TAGS.format(", ".join("?" * len(chunk)))
-        for seq, entry_id, category, memory, *rest, tag in reader.all(statement, chunk):
+        for seq, entry_id, category, memory, *rest, stored_key, tag in reader.all(statement, chunk):
             entry = found.get(seq)
             if entry is None:
-                fields = (seq, decode_uuid(entry_id), category, decode(memory), *rest)
+                key = None if stored_key is None else decode(stored_key)
+                fields = (seq, decode_uuid(entry_id), category, decode(memory), *rest, key)
                 entry = found[seq] = _entry(fields, [])
             if tag is not None:  # a tag is never NULL: None is the outer join's "no tag"
                 entry.tags.append(decode(tag))
@@ -597,6 +619,7 @@ def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
         accessed_us,
         decayed_us,
         stored_metadata,
+        key,
     ) = fields[: len(_ENTRY_NAMES)]
     return MemoryEntry(
         category=MemoryCategory(category),
@@ -610,6 +633,7 @@ def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
         last_accessed=moment(accessed_us),
         last_decayed=moment(decayed_us),
         metadata=decoded(stored_metadata),
+        key=key,
     )
 
 

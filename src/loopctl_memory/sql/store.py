@@ -38,6 +38,7 @@ from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository, retrieval
+from loopctl_memory.sql.boundary import KEY_RACE_ATTEMPTS, KeyRaceError
 from loopctl_memory.sql.consolidation import consolidate_scope
 from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.state import RankingState
@@ -160,7 +161,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         batch = flatten((check_entry(entry),))
         shared = self._shared
         embedded = await self._embed(batch)
-        scope_id = shared.scope_ids.get(self._scope.name)
+        # A keyed entry replaces another: the batch lane removes it in the same transaction.
+        scope_id = shared.scope_ids.get(self._scope.name) if entry.key is None else None
         seq = None if scope_id is None else await self._unit.store_one(batch, scope_id)
         if seq is None:
             await self._write(batch)
@@ -206,13 +208,20 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
     async def _write(self, batch: FlatBatch) -> None:
         base, shared = self._scope.name, self._shared
         tuning = shared.tuning
-        shared.watermark_seen, ids = await self._unit.run(
-            "store",
-            lambda c: repository.insert_entries(
-                c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids
-            ),
-            write=True,
-        )
+        for attempt in range(1, KEY_RACE_ATTEMPTS + 1):
+            try:
+                shared.watermark_seen, ids = await self._unit.run(
+                    "store",
+                    lambda c: repository.insert_entries(
+                        c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids
+                    ),
+                    write=True,
+                )
+            except KeyRaceError:
+                if attempt == KEY_RACE_ATTEMPTS:
+                    raise
+            else:
+                break
         shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
 
     async def retrieve(

@@ -9,13 +9,35 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from loopctl_memory.entry import id_range, shortest_id, validate_id
+from loopctl_memory.entry import MemoryEntry, check_key, id_range, shortest_id, validate_id
 from loopctl_memory.sql import repository
 from loopctl_memory.sql.store_part import StorePart
 
 
 class IdLookups(StorePart):
-    """``ids_with_prefix``, ``short_id`` and ``existing_ids``."""
+    """``ids_with_prefix``, ``short_id``, ``existing_ids``, ``get_by_key`` and ``delete_by_key``."""
+
+    async def get_by_key(self, key: str) -> MemoryEntry | None:
+        """The entry of the store's own scope holding ``key``, or None.
+
+        See :mod:`loopctl_memory.keys`: storing an entry with a key replaces the
+        one that held it.
+
+        Raises:
+            InvalidArgumentError: ``key`` is not a str of 1 to 1,024 characters.
+
+        """
+        key, name = check_key(key), self._scope.name
+        return await self._unit.run(
+            "get", lambda c: repository.keyed_entry(c, name, key), write=False
+        )
+
+    async def delete_by_key(self, key: str) -> bool:
+        """Delete the entry of the store's own scope holding ``key``; whether there was one."""
+        key, name = check_key(key), self._scope.name
+        return await self._unit.run(
+            "delete", lambda c: repository.delete_keyed(c, name, key), write=True
+        )
 
     async def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[uuid.UUID]:
         """Up to ``limit`` ids of the view whose hexadecimal form starts with ``prefix``.

@@ -161,6 +161,7 @@ ENTRY_FIELDS = (
     "last_decayed_us",
     "scope_id",
     "metadata",
+    "key",
 )
 """The entries columns a write gives, in the order of a backend's entry rows (see
 ``flat.FlatEntry``)."""

@@ -94,6 +94,7 @@ class PostgresqlBackend(Backend):
                 last_decayed_us,
                 scope_ids[scope],
                 metadata,
+                None if key is None else key.encode(),
             )
             for index, (
                 hex_id,
@@ -108,6 +109,7 @@ class PostgresqlBackend(Backend):
                 last_decayed_us,
                 scope,
                 metadata,
+                key,
             ) in enumerate(batch.entries)
         ]
 

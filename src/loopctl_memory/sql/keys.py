@@ -1,0 +1,51 @@
+"""Keys in SQL: which stored entries a batch's keyed entries replace.
+
+A key is unique within a scope (``uq_entries_scope_id_key``, partial: entries
+without a key are not in it). A write removes the entries of the same scope
+holding its entries' keys in the transaction that inserts them, so no two live
+entries ever share a key and a reader sees the old memory or the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from sqlalchemy import ColumnElement, and_
+
+from loopctl_memory.errors import InvalidArgumentError
+from loopctl_memory.flat import FlatBatch
+from loopctl_memory.sql.tables import entries
+
+_KEYS_PER_STATEMENT = 500
+
+
+def replaced(batch: FlatBatch, scope_ids: Mapping[str, int]) -> Iterator[ColumnElement[bool]]:
+    """Conditions on ``entries`` for what the batch's keys replace, a few keys at a time.
+
+    ``scope_ids``: the id of each scope name the batch holds.
+
+    Raises:
+        InvalidArgumentError: two entries of the batch have one key in one scope.
+
+    """
+    keys_of: dict[int, list[str]] = {}
+    for entry in batch.entries:
+        key = entry[12]
+        if key is None:
+            continue
+        held = keys_of.setdefault(scope_ids[entry[10]], [])
+        held.append(key)
+    for scope_id, keys in keys_of.items():
+        if len(set(keys)) != len(keys):
+            twice = next(key for key in keys if keys.count(key) > 1)
+            raise InvalidArgumentError(
+                f"the batch holds two entries with the key {twice!r} in one scope"
+            )
+        for start in range(0, len(keys), _KEYS_PER_STATEMENT):
+            chunk = keys[start : start + _KEYS_PER_STATEMENT]
+            yield and_(entries.c.scope_id == scope_id, entries.c.key.in_(chunk))
+
+
+def holding(scope_id: int, key: str) -> ColumnElement[bool]:
+    """The entry of scope ``scope_id`` holding ``key``, as a condition on ``entries``."""
+    return and_(entries.c.scope_id == scope_id, entries.c.key == key)
