@@ -26,7 +26,7 @@ from loopctl_memory.entry import (
 )
 from loopctl_memory.errors import DuplicateEntryError, EmbedderError, InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter, check_filter
-from loopctl_memory.keys import replaced_ids
+from loopctl_memory.keys import keyed, replaced_ids
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import Explanation, check_ranking
@@ -472,14 +472,12 @@ class InMemoryStore:
 
     async def get_by_key(self, key: str) -> MemoryEntry | None:
         """Return the entry holding ``key``, or None (see :mod:`loopctl_memory.keys`)."""
-        check_key(key)
-        found = next((entry for entry in self._entries if entry.key == key), None)
+        found = keyed(self._entries, check_key(key))
         return None if found is None else copy_entry(found)
 
     async def delete_by_key(self, key: str) -> bool:
         """Remove the entry holding ``key``; return whether there was one."""
-        check_key(key)
-        found = next((entry for entry in self._entries if entry.key == key), None)
+        found = keyed(self._entries, check_key(key))
         return found is not None and await self.delete(found.id)
 
     async def delete(self, entry_id: uuid.UUID) -> bool:

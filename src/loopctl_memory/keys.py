@@ -37,3 +37,8 @@ def replaced_ids(stored: Iterable[MemoryEntry], batch: Sequence[MemoryEntry]) ->
     if not keys:
         return set()
     return {entry.id for entry in stored if entry.key is not None and entry.key in keys}
+
+
+def keyed(stored: Iterable[MemoryEntry], key: str) -> MemoryEntry | None:
+    """The stored entry (of one scope) holding ``key``, or None."""
+    return next((entry for entry in stored if entry.key == key), None)

@@ -22,7 +22,7 @@ from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository
-from loopctl_memory.sql.repository import ScopeIds
+from loopctl_memory.sql.scope_rows import ScopeIds, scope_ids
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
 
@@ -51,7 +51,7 @@ async def consolidate_scope(
     if config.is_reference:
 
         async def prune(connection: AsyncConnection) -> tuple[int, int]:
-            ids = await repository.scope_ids(connection, scope)
+            ids = await scope_ids(connection, scope)
             before = await repository.count(connection, ids)
             return before, await repository.prune(connection, ids)
 
@@ -62,7 +62,7 @@ async def consolidate_scope(
     now = lifecycle.check_now(clock())
 
     async def read(connection: AsyncConnection) -> _Plan:
-        ids = await repository.scope_ids(connection, scope)
+        ids = await scope_ids(connection, scope)
         version = await repository.scope_version(connection, ids)
         return _Plan(ids, version, *await repository.entries_with_seqs(connection, ids))
 
@@ -70,7 +70,7 @@ async def consolidate_scope(
     result = await asyncio.to_thread(lifecycle.consolidate_entries, planned.entries, config, now)
 
     async def write(connection: AsyncConnection) -> ConsolidationStats:
-        ids = await repository.scope_ids(connection, scope)
+        ids = await scope_ids(connection, scope)
         if ids == planned.ids and planned.version == await repository.scope_version(
             connection, ids
         ):

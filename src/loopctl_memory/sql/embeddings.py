@@ -32,7 +32,7 @@ from loopctl_memory.errors import EmbedderError
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.sql.backend import backend_of
-from loopctl_memory.sql.repository import ScopeIds
+from loopctl_memory.sql.scope_rows import ScopeIds
 from loopctl_memory.sql.tables import changes, embedders, entries, index_state, vectors
 
 _ADD_IF_CURRENT = (

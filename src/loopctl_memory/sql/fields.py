@@ -25,7 +25,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import BigInteger, ColumnElement, Double, bindparam, delete, literal_column, text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -43,8 +43,16 @@ from loopctl_memory.metadata_filter import (
 from loopctl_memory.sql.tables import entries, entry_fields
 from loopctl_memory.sql.text import Utf8Text
 
-if TYPE_CHECKING:
-    from loopctl_memory.sql.backend import Backend
+
+class Driver(Protocol):
+    """What writing rows asks of a backend (:class:`~loopctl_memory.sql.backend.Backend`)."""
+
+    def encode(self, text: str) -> Any:
+        """A str as the driver takes it for a ``Utf8Text`` column."""
+
+    def sql(self, statement: str) -> str:
+        """``statement``, written with ``?`` placeholders, in the driver's style."""
+
 
 NULL, BOOL, NUMBER, STRING, LIST, OBJECT = range(6)
 """The kinds of value a row holds."""
@@ -156,7 +164,7 @@ def _split(spelled: str | None) -> tuple[str | None, str | None]:
 
 
 async def write_again(
-    connection: AsyncConnection, backend: Backend, entries_metadata: list[tuple[int, str]]
+    connection: AsyncConnection, backend: Driver, entries_metadata: list[tuple[int, str]]
 ) -> None:
     """Replace the rows of each (seq, stored metadata) by those of its metadata now."""
     seqs = [seq for seq, _ in entries_metadata]

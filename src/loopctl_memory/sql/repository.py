@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -18,11 +17,9 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
-    false,
     func,
     insert,
     select,
-    true,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -34,11 +31,11 @@ from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, moment
 from loopctl_memory.lifecycle import ForgetRule
 from loopctl_memory.metadata import decoded, encoded
-from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import PRUNE_THRESHOLD
 from loopctl_memory.sql import fields, filtering, index, keys
 from loopctl_memory.sql.backend import Reader, Statement, backend_of
 from loopctl_memory.sql.fields import INSERT_FIELDS
+from loopctl_memory.sql.scope_rows import EVERY_SCOPE, ScopeIds, ensure_scopes, scope_id
 from loopctl_memory.sql.tables import (
     ENTRY_FIELDS,
     INSERT_ENTRIES,
@@ -61,84 +58,6 @@ _IDS_PER_STATEMENT = 10_000
 # and the scope (a view's, not the entry's).
 _ENTRY_NAMES = tuple(name for name in ENTRY_FIELDS if name not in ("memory_lower", "scope_id"))
 _ENTRY_COLUMNS = tuple(entries.c[name] for name in _ENTRY_NAMES)
-
-
-# --- scopes ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeIds:
-    """The ids of the scopes a view reads."""
-
-    read: tuple[int, ...] | None
-    """The ids of the scopes read; None: every scope."""
-
-    def condition(self) -> ColumnElement[bool]:
-        """The entries the view reads, as a WHERE condition."""
-        if self.read is None:
-            return true()
-        if not self.read:
-            return false()
-        if len(self.read) == 1:
-            return entries.c.scope_id == self.read[0]
-        return entries.c.scope_id.in_(self.read)
-
-
-async def scope_ids(connection: AsyncConnection, scope: Scope) -> ScopeIds:
-    """The ids of ``scope``'s scopes as the database holds them now."""
-    if scope.everything:
-        return ScopeIds(None)
-    if not scope.name and not await _has_scopes(connection):
-        return ScopeIds(None)  # every entry is the root's: no condition to check
-    if not scope.descendants:
-        own = await _scope_id(connection, scope.name)
-        return ScopeIds(() if own is None else (own,))
-    rows = (await connection.execute(select(scopes.c.id, scopes.c.name))).all()
-    return ScopeIds(tuple(sorted(int(row.id) for row in rows if scope.holds(row.name))))
-
-
-async def _has_scopes(connection: AsyncConnection) -> bool:
-    """Whether any scope but the root was ever given an id."""
-    highest = (await connection.execute(select(func.max(scopes.c.id)))).scalar_one_or_none()
-    return bool(highest)
-
-
-async def _scope_id(connection: AsyncConnection, name: str) -> int | None:
-    if not name:
-        return 0
-    found = (
-        await connection.execute(select(scopes.c.id).where(scopes.c.name == name))
-    ).scalar_one_or_none()
-    return None if found is None else int(found)
-
-
-async def ensure_scopes(connection: AsyncConnection, names: Iterable[str]) -> dict[str, int]:
-    """The id of each scope named, giving an id to a name that has none yet."""
-    found: dict[str, int] = {}
-    for name in set(names):
-        known = await _scope_id(connection, name)
-        if known is None:
-            backend = backend_of(connection)
-            await connection.exec_driver_sql(
-                backend.sql("INSERT INTO scopes (name) VALUES (?) ON CONFLICT (name) DO NOTHING"),
-                (backend.encode(name),),
-            )
-            known = await _scope_id(connection, name)
-        if known is None:  # pragma: no cover - inserted just above, in this transaction
-            raise RuntimeError(f"scope {name!r} was not created")
-        found[name] = known
-    return found
-
-
-async def scope_counts(connection: AsyncConnection, scope: Scope) -> list[tuple[str, int]]:
-    """(name, entries) of ``scope`` and every scope below it that holds entries, by name."""
-    rows = await connection.execute(
-        select(scopes.c.name, func.count())
-        .select_from(entries.join(scopes, scopes.c.id == entries.c.scope_id))
-        .group_by(scopes.c.name)
-    )
-    everything_below = Scope(scope.name, descendants=True)
-    return sorted((name, int(number)) for name, number in rows if everything_below.holds(name))
 
 
 # --- writing ---------------------------------------------------------------
@@ -203,13 +122,13 @@ async def insert_entries(
 
 
 async def delete_entry(
-    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = ScopeIds(None)
+    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = EVERY_SCOPE
 ) -> bool:
     """Delete one entry of the view (its tags cascade); return whether it existed."""
     return await remove(connection, and_(entries.c.id == entry_id, scope.condition())) > 0
 
 
-async def prune(connection: AsyncConnection, scope: ScopeIds = ScopeIds(None)) -> int:
+async def prune(connection: AsyncConnection, scope: ScopeIds = EVERY_SCOPE) -> int:
     """Delete every entry of the view whose relevance, as binary32, is below 0.05."""
     return await remove(connection, and_(entries.c.relevance < PRUNE_THRESHOLD, scope.condition()))
 
@@ -237,7 +156,7 @@ async def remove(connection: AsyncConnection, condition: ColumnElement[bool]) ->
 
 async def count(
     connection: AsyncConnection,
-    scope: ScopeIds = ScopeIds(None),
+    scope: ScopeIds = EVERY_SCOPE,
     passes: MemoryFilter | None = None,
 ) -> int:
     """The number of entries the view reads (that ``passes`` passes)."""
@@ -251,7 +170,7 @@ async def count(
 
 async def keyed_entry(connection: AsyncConnection, scope_name: str, key: str) -> MemoryEntry | None:
     """The entry of scope ``scope_name`` holding ``key``, or None."""
-    own = await _scope_id(connection, scope_name)
+    own = await scope_id(connection, scope_name)
     if own is None:
         return None
     row = (
@@ -262,12 +181,12 @@ async def keyed_entry(connection: AsyncConnection, scope_name: str, key: str) ->
 
 async def delete_keyed(connection: AsyncConnection, scope_name: str, key: str) -> bool:
     """Remove the entry of scope ``scope_name`` holding ``key``; whether there was one."""
-    own = await _scope_id(connection, scope_name)
+    own = await scope_id(connection, scope_name)
     return own is not None and await remove(connection, keys.holding(own, key)) > 0
 
 
 async def get_entry(
-    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = ScopeIds(None)
+    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = EVERY_SCOPE
 ) -> MemoryEntry | None:
     """The view's entry with this id, or None."""
     found = await seq_of(connection, entry_id, scope)
@@ -507,7 +426,7 @@ async def existing_ids(connection: AsyncConnection, ids: Sequence[uuid.UUID]) ->
     return found
 
 
-async def summarise(connection: AsyncConnection, scope: ScopeIds = ScopeIds(None)) -> Summary:
+async def summarise(connection: AsyncConnection, scope: ScopeIds = EVERY_SCOPE) -> Summary:
     """Count the view's entries, by category and by relevance bin, in two statements."""
     by_category = dict.fromkeys(MemoryCategory, 0)
     grouped = await connection.execute(

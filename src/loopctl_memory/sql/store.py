@@ -38,11 +38,10 @@ from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository, retrieval
-from loopctl_memory.sql.boundary import KEY_RACE_ATTEMPTS, KeyRaceError
 from loopctl_memory.sql.consolidation import consolidate_scope
 from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.state import RankingState
-from loopctl_memory.sql.repository import ScopeIds
+from loopctl_memory.sql.scope_rows import ScopeIds, scope_counts
 from loopctl_memory.sql.store_embeddings import EmbeddingOperations
 from loopctl_memory.sql.store_lookups import IdLookups
 from loopctl_memory.sql.store_shared import SharedState
@@ -208,20 +207,12 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
     async def _write(self, batch: FlatBatch) -> None:
         base, shared = self._scope.name, self._shared
         tuning = shared.tuning
-        for attempt in range(1, KEY_RACE_ATTEMPTS + 1):
-            try:
-                shared.watermark_seen, ids = await self._unit.run(
-                    "store",
-                    lambda c: repository.insert_entries(
-                        c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids
-                    ),
-                    write=True,
-                )
-            except KeyRaceError:
-                if attempt == KEY_RACE_ATTEMPTS:
-                    raise
-            else:
-                break
+        shared.watermark_seen, ids = await self._unit.run_keyed_write(
+            "store",
+            lambda c: repository.insert_entries(
+                c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids
+            ),
+        )
         shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
 
     async def retrieve(
@@ -506,9 +497,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         Names are full paths (``""`` is the root); scopes without entries are left out.
         """
         scope = self._scope
-        return await self._unit.run(
-            "list scopes", lambda c: repository.scope_counts(c, scope), write=False
-        )
+        return await self._unit.run("list scopes", lambda c: scope_counts(c, scope), write=False)
 
     async def iter_entries(
         self,

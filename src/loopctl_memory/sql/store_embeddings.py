@@ -22,7 +22,7 @@ from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings
 from loopctl_memory.sql.embeddings import StoreEmbedder
-from loopctl_memory.sql.repository import ScopeIds
+from loopctl_memory.sql.scope_rows import ScopeIds
 from loopctl_memory.sql.store_part import StorePart
 
 

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql import repository
-from loopctl_memory.sql.repository import ScopeIds
+from loopctl_memory.sql.scope_rows import ScopeIds, scope_ids
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.store_shared import SharedState
@@ -41,6 +40,6 @@ class StorePart:
         scope = self._scope
 
         async def scoped(connection: AsyncConnection) -> T:
-            return await work(connection, await repository.scope_ids(connection, scope))
+            return await work(connection, await scope_ids(connection, scope))
 
         return await self._unit.run(action, scoped, write=write)

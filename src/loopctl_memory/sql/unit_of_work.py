@@ -33,7 +33,7 @@ from loopctl_memory.errors import ReadOnlyStoreError, StorageError, StoreClosedE
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.sql import repository
 from loopctl_memory.sql.backend import Reader, Statement
-from loopctl_memory.sql.boundary import translate_errors
+from loopctl_memory.sql.boundary import KEY_RACE_ATTEMPTS, KeyRaceError, translate_errors
 from loopctl_memory.sql.engine import Target
 from loopctl_memory.sql.files.held import HeldFile, hold
 from loopctl_memory.sql.files.watch import PAGES_AS_OF, FileWatch
@@ -124,6 +124,21 @@ class UnitOfWork:
             result = await _await_uncancellable(unit, abort)
         self._check_file(wrote=write)
         return result
+
+    async def run_keyed_write(
+        self, action: str, work: Callable[[AsyncConnection], Awaitable[T]]
+    ) -> T:
+        """:meth:`run` as a write, tried again while others take its entries' keys.
+
+        Only PostgreSQL runs writers at once; SQLite runs one at a time.
+        """
+        for attempt in range(1, KEY_RACE_ATTEMPTS + 1):
+            try:
+                return await self.run(action, work, write=True)
+            except KeyRaceError:
+                if attempt == KEY_RACE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def run_on_driver(
         self, action: str, work: Callable[[Any], Awaitable[T]], *, write: bool
