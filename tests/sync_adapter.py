@@ -113,6 +113,9 @@ class AsyncOverSync:
     async def delete(self, entry_id: uuid.UUID) -> bool:
         return await asyncio.to_thread(self.sync.delete, entry_id)
 
+    async def sweep_expired(self) -> int:
+        return await asyncio.to_thread(self.sync.sweep_expired)
+
     async def get_by_key(self, key: str) -> MemoryEntry | None:
         return await asyncio.to_thread(self.sync.get_by_key, key)
 

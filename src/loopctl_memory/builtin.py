@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from loopctl_memory import bm25, embedding, lifecycle, plain_ranking
+from loopctl_memory import bm25, embedding, expiry, lifecycle, plain_ranking
 from loopctl_memory.arguments import check_batch_size
 from loopctl_memory.binary32 import f32
+from loopctl_memory.builtin_vectors import InMemoryVectors
 from loopctl_memory.context import Context, check_context, check_context_for
 from loopctl_memory.embedding import EMBED_BATCH, QueryVectors, Vectors
 from loopctl_memory.entry import (
@@ -24,7 +25,7 @@ from loopctl_memory.entry import (
     validate_id,
     validate_query,
 )
-from loopctl_memory.errors import DuplicateEntryError, EmbedderError, InvalidArgumentError
+from loopctl_memory.errors import DuplicateEntryError, InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.keys import keyed, replaced_ids
 from loopctl_memory.lifecycle import ConsolidationConfig
@@ -45,7 +46,7 @@ def _check_config(config: object) -> ConsolidationConfig:
     return config
 
 
-class InMemoryStore:
+class InMemoryStore(InMemoryVectors):
     """loopctl 0.1.0's ``InMemoryStore``, ported line for line, and the later crate's lifecycle.
 
     Entries live in a list in insertion order and are lost with the process.
@@ -75,6 +76,10 @@ class InMemoryStore:
             could not be made is stored anyway and pending until
             :meth:`embed_pending` (or a later write) makes it.
         embed_timeout: seconds an embedder call may take (default 30).
+        ttl: each entry stored without ``expires_at`` expires this long after
+            it is stored (None, the default: never); see :mod:`loopctl_memory.expiry`.
+        refresh_on_read: ``retrieve``, ``get`` and ``get_by_key`` move the
+            expiry of what they return to ``ttl`` from now (needs ``ttl``).
 
     Example:
         >>> import asyncio
@@ -100,6 +105,8 @@ class InMemoryStore:
         embedder: Embedder | None = None,
         embed_timeout: float = embedding.DEFAULT_TIMEOUT,
         context: Context = "auto",
+        ttl: timedelta | None = None,
+        refresh_on_read: bool = False,
     ) -> None:
         if type(track_access) is not bool:
             raise InvalidArgumentError(
@@ -126,6 +133,8 @@ class InMemoryStore:
         self._bm25 = bm25.Bm25Parameters(bm25_k1, bm25_b)
         self._context = check_context(context)
         self._clock: Callable[[], datetime] = _utc_now if clock is None else clock
+        self._ttl = expiry.check_ttl(ttl)
+        self._refresh = expiry.check_refresh(refresh_on_read, self._ttl)
         self._entries: list[MemoryEntry] = []
         self._ids: set[uuid.UUID] = set()
         if entries is not None:
@@ -161,6 +170,10 @@ class InMemoryStore:
         vectors of entries left pending before (as many again, at most one call's).
         """
         checked = [validate_entry(entry) for entry in entries]
+        if self._ttl is not None and not all(entry.expires_at for entry in checked):
+            expires_at = self._now() + self._ttl
+            for entry in checked:
+                entry.expires_at = entry.expires_at or expires_at
         calls = (
             []
             if self._embedder is None
@@ -180,110 +193,6 @@ class InMemoryStore:
                 made = await self._try_embed(pending)
                 self._keep_vectors(pending, made)
                 self._retry_pending = made is not None
-
-    async def _try_embed(self, entries: list[MemoryEntry]) -> Vectors | None:
-        """The vectors of ``entries``' memories; None with no embedder or when it fails."""
-        if self._embedder is None or not entries:
-            return None
-        try:
-            return await embedding.embed_documents(
-                self._embedder, [entry.memory for entry in entries], self._embed_timeout
-            )
-        except EmbedderError:
-            return None
-
-    def _keep_vectors(self, entries: list[MemoryEntry], made: Vectors | None) -> None:
-        if made is not None:
-            for entry, vector in zip(entries, made, strict=True):
-                self._vectors[entry.id] = (entry.memory, vector)
-
-    def _pending(self) -> list[MemoryEntry]:
-        """The entries without a vector of their current memory, in insertion order."""
-        if self._embedder is None:
-            return []
-        vectors = self._vectors
-        return [
-            entry
-            for entry in self._entries
-            if (held := vectors.get(entry.id)) is None or held[0] != entry.memory
-        ]
-
-    async def pending_embeddings(self) -> int:
-        """How many entries have no vector yet (0 without an embedder)."""
-        return len(self._pending())
-
-    async def embed_pending(self, batch_size: int = 256) -> int:
-        """Make the vectors of the pending entries, ``batch_size`` at a time; return how many.
-
-        Raises:
-            InvalidArgumentError: ``batch_size`` is not an int >= 1.
-            EmbedderError: the embedder failed; the batches before it are kept.
-
-        """
-        check_batch_size(batch_size)
-        made = 0
-        pending = self._pending()
-        embedder = self._embedder
-        for start in range(0, len(pending), batch_size):
-            batch = pending[start : start + batch_size]
-            assert embedder is not None  # noqa: S101 - pending entries need one
-            vectors = await embedding.embed_documents(
-                embedder, [entry.memory for entry in batch], self._embed_timeout
-            )
-            self._keep_vectors(batch, vectors)
-            made += len(batch)
-        return made
-
-    @property
-    def embedder(self) -> Embedder | None:
-        """The embedder that makes this store's vectors, or None."""
-        return self._embedder
-
-    async def reembed(
-        self,
-        embedder: Embedder | str,
-        *,
-        batch_size: int = 256,
-        progress: Callable[[int, int], object] | None = None,
-    ) -> int:
-        """Make every entry's vector with ``embedder``, then make it the store's; how many.
-
-        The SQL stores' contract, in memory: ``progress(done, total)`` before the
-        first batch and after each; a failed reembed keeps the batches made, and
-        the next one with an embedder of the same name resumes from them.
-
-        Raises:
-            InvalidArgumentError: ``batch_size`` is not an int >= 1, or
-                ``embedder`` is not one.
-            EmbedderError: the embedder failed.
-
-        """
-        check_batch_size(batch_size)
-        if isinstance(embedder, str):
-            from loopctl_memory.embedders import embedder_from_spec  # noqa: PLC0415 - a cycle
-
-            embedder = embedder_from_spec(embedder)
-        new = embedding.check_embedder(embedder)
-        name, made = self._reembedding
-        kept = made if name == new.name else {}
-        self._reembedding = (new.name, kept)
-        waiting = [e for e in self._entries if kept.get(e.id, ("",))[0] != e.memory]
-        total, done = len(self._entries), len(self._entries) - len(waiting)
-        if progress is not None:
-            progress(done, total)
-        for start in range(0, len(waiting), batch_size):
-            batch = waiting[start : start + batch_size]
-            vectors = await embedding.embed_documents(
-                new, [entry.memory for entry in batch], self._embed_timeout
-            )
-            kept.update((e.id, (e.memory, v)) for e, v in zip(batch, vectors, strict=True))
-            done += len(batch)
-            if progress is not None:
-                progress(done, total)
-        self._embedder, self._vectors = new, kept
-        self._reembedding = ("", {})
-        self._query_vectors = QueryVectors()
-        return len(waiting)
 
     def _now(self) -> datetime:
         return lifecycle.check_now(self._clock())
@@ -366,6 +275,9 @@ class InMemoryStore:
             ]
         if passes is not None:
             scored = [item for item in scored if passes.matches(item[1])]
+        if expiry.any_expiring(self._entries):
+            now = self._now()
+            scored = [item for item in scored if expiry.is_live(item[1], now)]
         scored.sort(key=lambda item: item[0], reverse=True)  # stable: ties keep insertion order
         chosen_entries = scored[:limit]
         if self._track_access:
@@ -378,6 +290,7 @@ class InMemoryStore:
             accessed = [entry for entry, matched in zip(entries, matches, strict=True) if matched]
             if accessed:  # the clock is read only when there is something to stamp
                 lifecycle.stamp_accessed(accessed, self._now())
+        self._refreshed([entry for _, entry, _ in chosen_entries])
         return [
             (copy_entry(entry), Explanation(score) if found is None else found.explained(n))
             for score, entry, n in chosen_entries
@@ -436,6 +349,7 @@ class InMemoryStore:
         """
         del vacuum
         config = self._consolidation if config is None else _check_config(config)
+        await self.sweep_expired()
         if not config.is_reference:
             result = lifecycle.consolidate_entries(self._entries, config, self._now())
             self._entries = result.entries
@@ -451,40 +365,74 @@ class InMemoryStore:
             entries_before=before, entries_after=len(kept), pruned=before - len(kept)
         )
 
+    def _live(self) -> list[MemoryEntry]:
+        """The entries a read sees now (see :mod:`loopctl_memory.expiry`)."""
+        if not expiry.any_expiring(self._entries):
+            return self._entries
+        now = self._now()
+        return [entry for entry in self._entries if expiry.is_live(entry, now)]
+
+    def _sees(self, entry: MemoryEntry) -> bool:
+        """Whether a read now sees ``entry``."""
+        return entry.expires_at is None or expiry.is_live(entry, self._now())
+
+    def _refreshed(self, found: list[MemoryEntry]) -> None:
+        """With ``refresh_on_read``: each of ``found`` with an expiry expires ttl from now."""
+        if self._refresh and self._ttl is not None and expiry.any_expiring(found):
+            expires_at = self._now() + self._ttl
+            for entry in found:
+                if entry.expires_at is not None:
+                    entry.expires_at = expires_at
+
+    async def sweep_expired(self) -> int:
+        """Delete every expired entry; return how many."""
+        if not expiry.any_expiring(self._entries):
+            return 0
+        live = self._live()
+        swept = len(self._entries) - len(live)
+        self._entries = live
+        self._ids = {entry.id for entry in live}
+        self._forget_vectors()
+        return swept
+
     async def count(self, *, filter: MemoryFilter | None = None) -> int:
         """Return the number of entries (that ``filter`` passes)."""
         passes = check_filter(filter)
+        live = self._live()
         if passes is None:
-            return len(self._entries)
-        return sum(1 for entry in self._entries if passes.matches(entry))
+            return len(live)
+        return sum(1 for entry in live if passes.matches(entry))
 
     async def is_empty(self) -> bool:
         """Return whether there are no entries."""
-        return not self._entries
+        return not self._live()
 
     async def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
         """Return the entry with this id, or None."""
         validate_id(entry_id)
-        for entry in self._entries:
-            if entry.id == entry_id:
-                return copy_entry(entry)
-        return None
+        found = next((entry for entry in self._live() if entry.id == entry_id), None)
+        return self._read_out(found)
+
+    def _read_out(self, found: MemoryEntry | None) -> MemoryEntry | None:
+        if found is None:
+            return None
+        self._refreshed([found])
+        return copy_entry(found)
 
     async def get_by_key(self, key: str) -> MemoryEntry | None:
         """Return the entry holding ``key``, or None (see :mod:`loopctl_memory.keys`)."""
-        found = keyed(self._entries, check_key(key))
-        return None if found is None else copy_entry(found)
+        return self._read_out(keyed(self._live(), check_key(key)))
 
     async def delete_by_key(self, key: str) -> bool:
         """Remove the entry holding ``key``; return whether there was one."""
-        found = keyed(self._entries, check_key(key))
+        found = keyed(self._live(), check_key(key))
         return found is not None and await self.delete(found.id)
 
     async def delete(self, entry_id: uuid.UUID) -> bool:
         """Remove the entry with this id; return whether there was one."""
         validate_id(entry_id)
         for index, entry in enumerate(self._entries):
-            if entry.id == entry_id:
+            if entry.id == entry_id and self._sees(entry):
                 del self._entries[index]
                 self._ids.discard(entry_id)
                 self._vectors.pop(entry_id, None)
@@ -508,7 +456,7 @@ class InMemoryStore:
         """
         check_batch_size(batch_size)
         passes = check_filter(filter)
-        for entry in list(self._entries):
+        for entry in list(self._live()):
             if passes is None or passes.matches(entry):
                 yield copy_entry(entry)
 
@@ -546,7 +494,7 @@ class InMemoryStore:
             merge_metadata=merge_metadata,
         )
         for index, entry in enumerate(self._entries):
-            if entry.id == entry_id:
+            if entry.id == entry_id and self._sees(entry):
                 self._entries[index] = updated = changed(entry)
                 if updated.memory != entry.memory:  # its vector is of the old text: make another
                     made = await self._try_embed([updated])
@@ -583,7 +531,7 @@ class InMemoryStore:
             everything=everything,
             now=self._now(),
         )
-        kept = [entry for entry in self._entries if not rule.matches(entry)]
+        kept = [e for e in self._entries if not (rule.matches(e) and self._sees(e))]
         forgotten = len(self._entries) - len(kept)
         if forgotten:
             self._entries = kept

@@ -43,6 +43,7 @@ class MemoryEntry:
     memory and filtered on (:mod:`loopctl_memory.metadata`). ``key`` is the
     caller's name for the memory, unique within its scope: storing an entry
     with a key replaces the memory that had it (``get_by_key``, ``delete_by_key``).
+    ``expires_at`` is when it expires (:mod:`loopctl_memory.expiry`).
     """
 
     category: MemoryCategory
@@ -59,6 +60,8 @@ class MemoryEntry:
     """The caller's own fields, a JSON object (see :mod:`loopctl_memory.metadata`)."""
     key: str | None = None
     """The caller's name for the memory, unique in its scope (None: none); see :func:`check_key`."""
+    expires_at: datetime | None = None
+    """When the memory expires (timezone-aware; None: never): from then on no read sees it."""
 
     def with_tag(self, tag: str) -> MemoryEntry:
         """Return a copy with ``tag`` appended to the tags."""
@@ -202,6 +205,8 @@ def _check_times(entry: MemoryEntry) -> None:
         _check_time(entry.last_accessed, "last_accessed")
     if entry.last_decayed is not None:
         _check_time(entry.last_decayed, "last_decayed")
+    if entry.expires_at is not None:
+        _check_time(entry.expires_at, "expires_at")
 
 
 def _utc_or_none(value: datetime | None) -> datetime | None:
@@ -315,6 +320,7 @@ def validate_entry(entry: object) -> MemoryEntry:
         last_decayed=_utc_or_none(checked.last_decayed),
         metadata=copied(checked.metadata),
         key=checked.key,
+        expires_at=_utc_or_none(checked.expires_at),
     )
 
 

@@ -8,8 +8,9 @@ A line is a JSON object with exactly these keys, in this order::
 followed, when they are not empty, by ``"scope"`` (relative to the exporting
 store's scope; a line without one imports into the importing store's scope),
 ``"last_accessed"`` and ``"last_decayed"`` (timestamps like ``created_at``),
-``"metadata"`` (the caller's JSON object; a line without one has none) and
-``"key"`` (the caller's key; a line without one has none).
+``"metadata"`` (the caller's JSON object; a line without one has none),
+``"key"`` (the caller's key; a line without one has none) and ``"expires_at"``
+(a timestamp like ``created_at``; a line without one never expires).
 
 ``relevance`` is written as Python's shortest repr of the float, which reads back
 to the same float; ``created_at`` is ISO 8601 in UTC with microseconds; text is
@@ -51,10 +52,13 @@ FIELDS = (
     "last_decayed",
     "metadata",
     "key",
+    "expires_at",
 )
 """The keys of a line, in the order they are written."""
 
-OPTIONAL_FIELDS = frozenset(("scope", "last_accessed", "last_decayed", "metadata", "key"))
+OPTIONAL_FIELDS = frozenset(
+    ("scope", "last_accessed", "last_decayed", "metadata", "key", "expires_at")
+)
 """Keys a line may leave out (and that are written only when not empty)."""
 
 _FIELD_SET = frozenset(FIELDS)
@@ -83,6 +87,7 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     last_decayed: str | None = None
     metadata: dict[str, Any] | None = None
     key: str | None = None
+    expires_at: str | None = None
 
 
 _LINE = msgspec.json.Decoder(_Line)
@@ -110,6 +115,8 @@ def entry_to_dict(entry: MemoryEntry, scope: str = "") -> dict[str, Any]:
         fields["metadata"] = copied(entry.metadata)
     if entry.key is not None:
         fields["key"] = entry.key
+    if entry.expires_at is not None:
+        fields["expires_at"] = timestamp(entry.expires_at)
     return fields
 
 
@@ -166,7 +173,7 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
         scopes.check_name(scope)
     stamps = [
         None if data.get(name) is None else _time(data[name], name, or_null=True)
-        for name in ("last_accessed", "last_decayed")
+        for name in ("last_accessed", "last_decayed", "expires_at")
     ]
     raw_id = data["id"]
     if type(raw_id) is not str:
@@ -190,6 +197,7 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
             last_decayed=stamps[1],
             metadata=data.get("metadata", {}),
             key=data.get("key"),
+            expires_at=stamps[2],
         )
     )
     # The entry is fresh, so normalising it in place shares nothing with anyone.
@@ -256,7 +264,7 @@ def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
         return None
     if fields.scope or fields.last_accessed is not None or fields.last_decayed is not None:
         return None  # checked on the slow path
-    if fields.metadata is not None or fields.key is not None:
+    if fields.metadata is not None or fields.key is not None or fields.expires_at is not None:
         return None  # likewise
     if not fields.created_at.endswith("+00:00"):  # in UTC, so the parsed time is too
         return None
@@ -278,6 +286,7 @@ def _flat_if_canonical(fields: _Line) -> FlatEntry | None:
         None,
         "",
         EMPTY,
+        None,
         None,
     )
 

@@ -20,12 +20,25 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 
 FlatEntry = tuple[
-    str, str, str, str, float, int, int, int, int | None, int | None, str, str, str | None
+    str,
+    str,
+    str,
+    str,
+    float,
+    int,
+    int,
+    int,
+    int | None,
+    int | None,
+    str,
+    str,
+    str | None,
+    int | None,
 ]
 """(id as 32 hex digits, category, memory, memory.lower(), relevance,
 created_at in microseconds since the epoch, access_count, validated as 0 or 1,
 last_accessed and last_decayed in microseconds or None, scope, metadata as
-its stored JSON text, key or None).
+its stored JSON text, key or None, expires_at in microseconds or None).
 
 An int, not a bool: SQLite's driver binds an int as it is, but adapts a bool.
 The scope is relative to the store that writes the batch: ``""`` is its own."""
@@ -117,6 +130,7 @@ def flat_entry(entry: MemoryEntry, scope: str = "") -> FlatEntry:
         scope,
         encoded(entry.metadata),
         entry.key,
+        microseconds(entry.expires_at),
     )
 
 

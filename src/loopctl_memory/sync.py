@@ -293,6 +293,10 @@ class SyncMemoryStore:
         """Delete the entry with this id; return whether it existed (in a scope read here)."""
         return self._runner.run(self._store.delete(entry_id))
 
+    def sweep_expired(self) -> int:
+        """Delete the view's entries that have expired; return how many."""
+        return self._runner.run(self._store.sweep_expired())
+
     def get_by_key(self, key: str) -> MemoryEntry | None:
         """The entry of the store's own scope holding ``key``, or None."""
         return self._runner.run(self._store.get_by_key(key))

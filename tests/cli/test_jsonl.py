@@ -70,12 +70,15 @@ def test_keys_are_written_in_a_fixed_order_without_spaces_or_ascii_escapes():
         last_accessed=stamp,
         last_decayed=stamp,
         metadata={"user": "zoë", "n": [1, 2.5, None, True]},
+        key="prefs",
+        expires_at=stamp,
     )
     text = entry_to_json(entry, "équipe/a")
     assert FIELDS == tuple(json.loads(text))
     assert '"memory":"café ☕","tags":["naïve"],"relevance":0.5,' in text
     assert '"scope":"équipe/a","last_accessed":"2026-01-02T00:00:00.000000+00:00",' in text
-    assert text.endswith(',"metadata":{"user":"zoë","n":[1,2.5,null,true]}}')
+    assert ',"metadata":{"user":"zoë","n":[1,2.5,null,true]},"key":"prefs",' in text
+    assert text.endswith(',"expires_at":"2026-01-02T00:00:00.000000+00:00"}')
     assert ("équipe/a", entry) == scoped_entry_from_json(text)
 
 

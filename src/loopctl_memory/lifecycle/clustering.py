@@ -364,7 +364,8 @@ def merge_cluster(cluster: Cluster) -> MemoryEntry:
     metadata has every key a member's has, with the canonical entry's value
     first, then the duplicates' in order (:func:`loopctl_memory.metadata.combined`).
     Its key is the canonical entry's, else the first duplicate's that has one;
-    the members' other keys name no memory once the merge is written.
+    the members' other keys name no memory once the merge is written. It
+    expires when its last member would have (never, if one never does).
     """
     canonical = cluster.canonical
     relevance = canonical.relevance
@@ -401,6 +402,14 @@ def merge_cluster(cluster: Cluster) -> MemoryEntry:
         key=next(
             (member.key for member in (canonical, *cluster.duplicates) if member.key is not None),
             None,
+        ),
+        # The merge lives as long as its longest-lived member.
+        expires_at=None
+        if any(member.expires_at is None for member in (canonical, *cluster.duplicates))
+        else max(
+            member.expires_at
+            for member in (canonical, *cluster.duplicates)
+            if member.expires_at is not None
         ),
         metadata=combined(
             [canonical.metadata, *(duplicate.metadata for duplicate in cluster.duplicates)]

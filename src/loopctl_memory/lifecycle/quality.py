@@ -125,6 +125,7 @@ def decayed_to(entry: MemoryEntry, now: datetime, half_life_seconds: float) -> M
         last_decayed=now,
         metadata=copied(entry.metadata),
         key=entry.key,
+        expires_at=entry.expires_at,
     )
 
 

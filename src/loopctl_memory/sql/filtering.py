@@ -96,6 +96,21 @@ def passing(state: RankingState, reader: Reader, passes: MemoryFilter, size: int
     return mask
 
 
+def unexpired(reader: Reader, now_us: int, size: int, allowed: Mask | None) -> Mask | None:
+    """``allowed`` (None: every entry) less the entries below ``size`` expired by ``now_us``.
+
+    One read of the expiry index, which holds only the entries that have an expiry.
+    """
+    expired = reader.all(
+        "SELECT seq FROM entries WHERE expires_at_us <= ? AND seq < ?", (now_us, size)
+    )
+    if not expired:
+        return allowed
+    mask = np.ones(size, np.bool_) if allowed is None else allowed.copy()
+    mask[np.fromiter((seq for (seq,) in expired), np.int64, len(expired))] = False
+    return mask
+
+
 def _fields_pass(reader: Reader, query: FieldQuery, size: int) -> Mask:
     statement, parameters = query.raw(reader.backend.encode, size)
     found = np.zeros(size, np.bool_)

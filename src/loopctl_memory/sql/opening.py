@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Generator, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, TypedDict, Unpack
 
@@ -29,6 +29,7 @@ from loopctl_memory.errors import (
     LoopMemoryError,
     StorageError,
 )
+from loopctl_memory.expiry import check_refresh, check_ttl
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import check_ranking
@@ -98,6 +99,12 @@ class OpenOptions(TypedDict, total=False):
             count in the ``bm25``, ``vector`` and ``hybrid`` rankings
             (:mod:`loopctl_memory.context`): ``"auto"`` (the default: by how
             coherent each scope's stream is) or a weight >= 0 (0: none).
+        ttl: each entry stored without ``expires_at`` expires this long after
+            it is stored (a positive timedelta; default None: never). See
+            :mod:`loopctl_memory.expiry`.
+        refresh_on_read: ``retrieve``, ``get`` and ``get_by_key`` move the
+            expiry of each memory they return to ``ttl`` from now (needs
+            ``ttl``; default False).
 
     """
 
@@ -120,6 +127,8 @@ class OpenOptions(TypedDict, total=False):
     embedder: Embedder | str | None
     embed_timeout: float
     context: Context
+    ttl: timedelta | None
+    refresh_on_read: bool
 
 
 RECORDED = "recorded"
@@ -205,6 +214,8 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
     ranking = check_ranking(options.get("ranking", "reference"), has_embedder=given is not None)
     bm25 = Bm25Parameters(options.get("bm25_k1", DEFAULT_K1), options.get("bm25_b", DEFAULT_B))
     weighing = check_context(options.get("context", AUTO))
+    ttl = check_ttl(options.get("ttl"))
+    refresh_on_read = check_refresh(options.get("refresh_on_read", False), ttl)
     if read_only and track_access:
         raise InvalidArgumentError("track_access=True writes access stamps: not read_only")
     if read_only and resolved.is_memory:
@@ -242,6 +253,8 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         bm25=bm25,
         context=weighing,
         embed_timeout=seconds,
+        ttl=ttl,
+        refresh_on_read=refresh_on_read,
         graph_home=None
         if resolved.is_memory
         else (in_user_cache() if file is None else beside_file(file)),

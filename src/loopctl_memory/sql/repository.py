@@ -160,29 +160,55 @@ async def count(
     passes: MemoryFilter | None = None,
 ) -> int:
     """The number of entries the view reads (that ``passes`` passes)."""
+    # Those of its scopes less the expired ones: the second count reads the expiry index,
+    # where the first would otherwise read every row's expiry.
     statement = select(func.count()).select_from(entries)
-    if scope.read is not None:
-        statement = statement.where(scope.condition())
     if passes is not None:
         statement = statement.where(filtering.condition(passes))
-    return int((await connection.execute(statement)).scalar_one())
+    in_scopes = statement if scope.read is None else statement.where(scope.scope_condition())
+    total = int((await connection.execute(in_scopes)).scalar_one())
+    if scope.now_us is None:
+        return total
+    return total - int((await connection.execute(statement.where(scope.expired()))).scalar_one())
 
 
-async def keyed_entry(connection: AsyncConnection, scope_name: str, key: str) -> MemoryEntry | None:
-    """The entry of scope ``scope_name`` holding ``key``, or None."""
+async def keyed_entry(
+    connection: AsyncConnection, scope_name: str, key: str, now_us: int
+) -> MemoryEntry | None:
+    """The entry of scope ``scope_name`` holding ``key`` and live at ``now_us``, or None."""
     own = await scope_id(connection, scope_name)
     if own is None:
         return None
+    live = ScopeIds((own,), now_us).condition()
     row = (
-        await connection.execute(select(*_ENTRY_COLUMNS).where(keys.holding(own, key)))
+        await connection.execute(select(*_ENTRY_COLUMNS).where(keys.holding(own, key), live))
     ).one_or_none()
     return None if row is None else (await _load(connection, [row.seq], rows=[row]))[row.seq]
 
 
-async def delete_keyed(connection: AsyncConnection, scope_name: str, key: str) -> bool:
-    """Remove the entry of scope ``scope_name`` holding ``key``; whether there was one."""
+async def delete_keyed(connection: AsyncConnection, scope_name: str, key: str, now_us: int) -> bool:
+    """Remove the entry of scope ``scope_name`` holding ``key``; whether a live one was there."""
     own = await scope_id(connection, scope_name)
-    return own is not None and await remove(connection, keys.holding(own, key)) > 0
+    if own is None:
+        return False
+    live = ScopeIds((own,), now_us).condition()
+    return await remove(connection, and_(keys.holding(own, key), live)) > 0
+
+
+async def set_expiry(
+    connection: AsyncConnection, ids: Sequence[uuid.UUID], expires_us: int
+) -> None:
+    """Move the expiry of the entries with these ids that have one to ``expires_us``."""
+    await connection.execute(
+        update(entries)
+        .where(entries.c.id.in_(ids), entries.c.expires_at_us.is_not(None))
+        .values(expires_at_us=expires_us)
+    )
+
+
+async def sweep_expired(connection: AsyncConnection, scope: ScopeIds) -> int:
+    """Remove the view's entries that expired by its ``now_us``; how many."""
+    return await remove(connection, scope.expired())
 
 
 async def get_entry(
@@ -268,6 +294,7 @@ async def rewrite(
                 last_decayed_us=bindparam("b_last_decayed_us"),
                 metadata=bindparam("b_metadata"),
                 key=bindparam("b_key"),
+                expires_at_us=bindparam("b_expires_at_us"),
             )
         )
         await connection.execute(
@@ -287,6 +314,7 @@ async def rewrite(
                     "b_last_decayed_us": microseconds(entry.last_decayed),
                     "b_metadata": encoded(entry.metadata),
                     "b_key": entry.key,
+                    "b_expires_at_us": microseconds(entry.expires_at),
                 }
                 for seq, entry in rows
             ],
@@ -478,11 +506,13 @@ def entries_by_seq(reader: Reader, seqs: Sequence[int]) -> list[MemoryEntry]:
     found: dict[int, MemoryEntry] = {}
     for chunk in _chunks(seqs, _IDS_PER_STATEMENT):
         statement = _ENTRIES_WITH_TAGS.format(", ".join("?" * len(chunk)))
-        for seq, entry_id, category, memory, *rest, stored_key, tag in reader.all(statement, chunk):
+        for seq, entry_id, category, memory, *rest, stored_key, expires, tag in reader.all(
+            statement, chunk
+        ):
             entry = found.get(seq)
             if entry is None:
                 key = None if stored_key is None else decode(stored_key)
-                fields = (seq, decode_uuid(entry_id), category, decode(memory), *rest, key)
+                fields = (seq, decode_uuid(entry_id), category, decode(memory), *rest, key, expires)
                 entry = found[seq] = _entry(fields, [])
             if tag is not None:  # a tag is never NULL: None is the outer join's "no tag"
                 entry.tags.append(decode(tag))
@@ -539,6 +569,7 @@ def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
         decayed_us,
         stored_metadata,
         key,
+        expires_us,
     ) = fields[: len(_ENTRY_NAMES)]
     return MemoryEntry(
         category=MemoryCategory(category),
@@ -553,6 +584,7 @@ def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
         last_decayed=moment(decayed_us),
         metadata=decoded(stored_metadata),
         key=key,
+        expires_at=moment(expires_us),
     )
 
 

@@ -54,6 +54,8 @@ class Request:
     """The context weight, or ``"auto"`` (:mod:`loopctl_memory.context`)."""
     explain: bool = False
     """Also each score's parts (``retrieve_explained``)."""
+    now_us: int | None = None
+    """The time of the read: entries expired by then compete for nothing (None: every one)."""
 
 
 async def retrieve_explained(
@@ -148,6 +150,8 @@ def ranked(state: RankingState, reader: Reader, request: Request) -> list[Scored
     passes = request.passes
     size = state.top + 1
     allowed = filtering.passing(state, reader, passes, size) if passes is not None else None
+    if request.now_us is not None:
+        allowed = filtering.unexpired(reader, request.now_us, size, allowed)
     if request.ranking != "reference" and request.context != 0.0:
         weights = context.weights(
             state, reader, request.scope, request.context, (request.embedder_id, request.dims)

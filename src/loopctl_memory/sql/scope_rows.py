@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, false, func, select, true
+from sqlalchemy import ColumnElement, and_, false, func, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory.scopes import Scope
@@ -19,13 +19,29 @@ from loopctl_memory.sql.tables import entries, scopes
 
 @dataclass(frozen=True, slots=True)
 class ScopeIds:
-    """The ids of the scopes a view reads."""
+    """The ids of the scopes a view reads, and the time it reads at."""
 
     read: tuple[int, ...] | None
     """The ids of the scopes read; None: every scope."""
+    now_us: int | None = None
+    """The time of the read, microseconds since the epoch: entries that expired by then
+    are not read (:mod:`loopctl_memory.expiry`). None: every entry, expired or not."""
 
     def condition(self) -> ColumnElement[bool]:
-        """The entries the view reads, as a WHERE condition."""
+        """The entries the view reads now, as a WHERE condition."""
+        if self.now_us is None:
+            return self.scope_condition()
+        expires = entries.c.expires_at_us
+        return and_(self.scope_condition(), or_(expires.is_(None), expires > self.now_us))
+
+    def expired(self) -> ColumnElement[bool]:
+        """The entries of the view's scopes that expired by ``now_us`` (none for None)."""
+        if self.now_us is None:
+            return false()
+        return and_(self.scope_condition(), entries.c.expires_at_us <= self.now_us)
+
+    def scope_condition(self) -> ColumnElement[bool]:
+        """The entries of the view's scopes, expired or not, as a WHERE condition."""
         if self.read is None:
             return true()
         if not self.read:
@@ -39,17 +55,19 @@ EVERY_SCOPE = ScopeIds(None)
 """The view of every entry."""
 
 
-async def scope_ids(connection: AsyncConnection, scope: Scope) -> ScopeIds:
-    """The ids of ``scope``'s scopes as the database holds them now."""
+async def scope_ids(
+    connection: AsyncConnection, scope: Scope, now_us: int | None = None
+) -> ScopeIds:
+    """The ids of ``scope``'s scopes as the database holds them now, read at ``now_us``."""
     if scope.everything:
-        return ScopeIds(None)
+        return ScopeIds(None, now_us)
     if not scope.name and not await _has_scopes(connection):
-        return ScopeIds(None)  # every entry is the root's: no condition to check
+        return ScopeIds(None, now_us)  # every entry is the root's: no condition to check
     if not scope.descendants:
         own = await scope_id(connection, scope.name)
-        return ScopeIds(() if own is None else (own,))
+        return ScopeIds(() if own is None else (own,), now_us)
     rows = (await connection.execute(select(scopes.c.id, scopes.c.name))).all()
-    return ScopeIds(tuple(sorted(int(row.id) for row in rows if scope.holds(row.name))))
+    return ScopeIds(tuple(sorted(int(row.id) for row in rows if scope.holds(row.name))), now_us)
 
 
 async def _has_scopes(connection: AsyncConnection) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from loopctl_memory import lifecycle, migrate
+from loopctl_memory import lifecycle
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.context import Context, check_context_for
@@ -42,7 +42,9 @@ from loopctl_memory.sql.consolidation import consolidate_scope
 from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.scope_rows import ScopeIds, scope_counts
+from loopctl_memory.sql.store_database import DatabaseFacts
 from loopctl_memory.sql.store_embeddings import EmbeddingOperations
+from loopctl_memory.sql.store_expiry import ExpiryOperations
 from loopctl_memory.sql.store_lookups import IdLookups
 from loopctl_memory.sql.store_shared import SharedState
 from loopctl_memory.sql.tuning import Tuning
@@ -53,7 +55,7 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class SqlMemoryStore(EmbeddingOperations, IdLookups):
+class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseFacts):
     """The loopctl memory contract, persistent, on SQLite or PostgreSQL.
 
     Open one with :func:`~loopctl_memory.sql.opening.open_store`. Every operation
@@ -86,6 +88,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         context: Context = "auto",
         embed_timeout: float = DEFAULT_TIMEOUT,
         graph_home: GraphHome | None = None,
+        ttl: timedelta | None = None,
+        refresh_on_read: bool = False,
     ) -> SqlMemoryStore:
         """The root store over ``unit``, with options already checked (see ``open_store``).
 
@@ -103,6 +107,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
             bm25=bm25 or Bm25Parameters(),
             context=context,
             embed_timeout=embed_timeout,
+            ttl=ttl,
+            refresh_on_read=refresh_on_read,
         )
         return cls(shared, Scope())
 
@@ -157,7 +163,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
             StorageError: the database refused the write.
 
         """
-        batch = flatten((check_entry(entry),))
+        batch = self._with_default_expiry(flatten((check_entry(entry),)))
         shared = self._shared
         embedded = await self._embed(batch)
         # A keyed entry replaces another: the batch lane removes it in the same transaction.
@@ -199,6 +205,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         """
         if not len(batch):
             return
+        batch = self._with_default_expiry(batch)
         embedded = await self._embed(batch)
         await self._write(batch)
         if embedded:
@@ -307,7 +314,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         passes = check_filter(filter)
         embedder = shared.embedder
         made = await self._query_vector(query) if chosen in EMBEDDING_RANKINGS else None
-        return await retrieval.retrieve_explained(
+        found = await retrieval.retrieve_explained(
             self._unit,
             shared.ranking,
             shared.ranking_lock,
@@ -324,9 +331,12 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
                 dims=0 if embedder is None else embedder.embedder.dims,
                 context=weighing,
                 explain=explain,
+                now_us=shared.now_us(),
             ),
             clock=shared.clock if shared.track_access else None,
         )
+        await self._refresh([entry for entry, _ in found])
+        return found
 
     async def consolidate(
         self, config: ConsolidationConfig | None = None, *, vacuum: bool = False
@@ -365,6 +375,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
         if type(vacuum) is not bool:
             raise InvalidArgumentError(f"vacuum must be a bool, not {type(vacuum).__name__}")
         shared = self._shared
+        await self.sweep_expired()
         stats = await consolidate_scope(
             self._unit,
             self._scope,
@@ -400,9 +411,10 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
     async def get(self, entry_id: uuid.UUID) -> MemoryEntry | None:
         """Return the entry with this id, or None (also when it is in a scope not read here)."""
         entry_id = validate_id(entry_id)
-        return await self._in_scope(
+        found = await self._in_scope(
             "get", lambda c, ids: repository.get_entry(c, entry_id, ids), write=False
         )
+        return await self._refreshed(found)
 
     async def delete(self, entry_id: uuid.UUID) -> bool:
         """Delete the entry with this id; return whether it existed (in a scope read here)."""
@@ -540,28 +552,6 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups):
     async def summary(self) -> Summary:
         """Count the view's entries: in all, by category, and in ten relevance bins."""
         return await self._in_scope("summary", repository.summarise, write=False)
-
-    async def storage_bytes(self) -> int:
-        """Bytes the store's tables and indexes take (a SQLite file's write-ahead log excluded)."""
-        return await self._unit.run("measure the database", repository.storage_bytes, write=False)
-
-    async def free_bytes(self) -> int | None:
-        """Bytes of free pages in a SQLite file, kept for later writes (see ``consolidate``).
-
-        None for ``:memory:`` and PostgreSQL.
-        """
-        memory = self._unit.target.is_memory
-
-        async def measure(connection: AsyncConnection) -> int | None:
-            return await repository.free_bytes(connection, memory=memory)
-
-        return await self._unit.run("measure the database", measure, write=False)
-
-    async def schema_revision(self) -> str | None:
-        """The alembic revision the database is at."""
-        return await self._unit.run_untransacted(
-            "read the schema revision", lambda c: c.run_sync(migrate.current)
-        )
 
     async def close(self) -> None:
         """Release every connection (of the store and all its views). Idempotent."""

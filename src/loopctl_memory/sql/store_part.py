@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from loopctl_memory.arguments import check_now
+from loopctl_memory.entry import MemoryEntry
+from loopctl_memory.flat import EPOCH, MICROSECOND
 from loopctl_memory.scopes import Scope
+from loopctl_memory.sql import repository
 from loopctl_memory.sql.scope_rows import ScopeIds, scope_ids
 
 if TYPE_CHECKING:
@@ -36,10 +40,38 @@ class StorePart:
         *,
         write: bool,
     ) -> T:
-        """One unit of work (:meth:`UnitOfWork.run`), ``work`` given the view's scope ids."""
-        scope = self._scope
+        """One unit of work (:meth:`UnitOfWork.run`), ``work`` given the view's scope ids.
+
+        The view reads at the store's clock's now: expired entries are not in it.
+        """
+        scope, now_us = self._scope, self._shared.now_us()
 
         async def scoped(connection: AsyncConnection) -> T:
-            return await work(connection, await scope_ids(connection, scope))
+            return await work(connection, await scope_ids(connection, scope, now_us))
 
         return await self._unit.run(action, scoped, write=write)
+
+    async def _refreshed(self, found: MemoryEntry | None) -> MemoryEntry | None:
+        """``found``, its expiry refreshed (see :meth:`_refresh`)."""
+        if found is not None:
+            await self._refresh([found])
+        return found
+
+    async def _refresh(self, found: list[MemoryEntry]) -> None:
+        """With ``refresh_on_read``, each of ``found`` that has an expiry expires ttl from now.
+
+        In the database and in ``found``. A read-only store reads without refreshing.
+        """
+        shared = self._shared
+        expiring = [entry for entry in found if entry.expires_at is not None]
+        if not shared.refresh_on_read or shared.ttl is None or not expiring:
+            return
+        if self._unit.read_only:
+            return
+        expires_at = check_now(shared.clock()) + shared.ttl
+        ids, expires_us = [entry.id for entry in expiring], (expires_at - EPOCH) // MICROSECOND
+        await self._unit.run(
+            "refresh", lambda c: repository.set_expiry(c, ids, expires_us), write=True
+        )
+        for entry in expiring:
+            entry.expires_at = expires_at

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.context import Context
 from loopctl_memory.embedding import DEFAULT_TIMEOUT
-from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.flat import EPOCH, MICROSECOND
+from loopctl_memory.lifecycle import ConsolidationConfig, check_now
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.term_ids import KnownTerms
@@ -41,3 +42,9 @@ class SharedState:
     embed_timeout: float = DEFAULT_TIMEOUT  # for an embedder bound later (reembed)
     embedder: StoreEmbedder | None = None
     maybe_pending: bool = True  # whether entries may wait for vectors (see store_embeddings)
+    ttl: timedelta | None = None  # an entry stored without an expiry expires this long after
+    refresh_on_read: bool = False  # reads move what they return to ttl from now
+
+    def now_us(self) -> int:
+        """The store's clock, checked, as microseconds since the epoch (as times are stored)."""
+        return (check_now(self.clock()) - EPOCH) // MICROSECOND

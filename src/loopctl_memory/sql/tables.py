@@ -162,6 +162,7 @@ ENTRY_FIELDS = (
     "scope_id",
     "metadata",
     "key",
+    "expires_at_us",
 )
 """The entries columns a write gives, in the order of a backend's entry rows (see
 ``flat.FlatEntry``)."""

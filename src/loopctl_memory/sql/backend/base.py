@@ -92,7 +92,7 @@ class Backend:
         ``scope_ids``: the id of each scope the batch names.
         """
         return [
-            (first_seq + index, *entry[:10], scope_ids[entry[10]], entry[11], entry[12])
+            (first_seq + index, *entry[:10], scope_ids[entry[10]], *entry[11:])
             for index, entry in enumerate(batch.entries)
         ]
 

@@ -95,6 +95,7 @@ class PostgresqlBackend(Backend):
                 scope_ids[scope],
                 metadata,
                 None if key is None else key.encode(),
+                expires_at_us,
             )
             for index, (
                 hex_id,
@@ -110,6 +111,7 @@ class PostgresqlBackend(Backend):
                 scope,
                 metadata,
                 key,
+                expires_at_us,
             ) in enumerate(batch.entries)
         ]
 

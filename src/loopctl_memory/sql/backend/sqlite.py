@@ -183,7 +183,7 @@ class SqliteBackend(Backend):
         connection.execute("BEGIN IMMEDIATE")
         try:
             entry = batch.entries[0]
-            row = (*entry[:10], scope_id, entry[11], entry[12])
+            row = (*entry[:10], scope_id, *entry[11:])
             seq = int(connection.execute(_INSERT_ONE, row).lastrowid)
             if batch.tags:
                 connection.executemany(INSERT_TAGS, self.tag_rows(batch, seq))

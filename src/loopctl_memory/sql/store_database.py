@@ -1,0 +1,39 @@
+"""The SQL store's facts about its database: the room it takes and its schema revision.
+
+A mixin of :class:`~loopctl_memory.sql.store.SqlMemoryStore`, kept apart so that
+the store module holds the contract's operations.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from loopctl_memory import migrate
+from loopctl_memory.sql import repository
+from loopctl_memory.sql.store_part import StorePart
+
+
+class DatabaseFacts(StorePart):
+    """``storage_bytes``, ``free_bytes`` and ``schema_revision``."""
+
+    async def storage_bytes(self) -> int:
+        """Bytes the store's tables and indexes take (a SQLite file's write-ahead log excluded)."""
+        return await self._unit.run("measure the database", repository.storage_bytes, write=False)
+
+    async def free_bytes(self) -> int | None:
+        """Bytes of free pages in a SQLite file, kept for later writes (see ``consolidate``).
+
+        None for ``:memory:`` and PostgreSQL.
+        """
+        memory = self._unit.target.is_memory
+
+        async def measure(connection: AsyncConnection) -> int | None:
+            return await repository.free_bytes(connection, memory=memory)
+
+        return await self._unit.run("measure the database", measure, write=False)
+
+    async def schema_revision(self) -> str | None:
+        """The alembic revision the database is at."""
+        return await self._unit.run_untransacted(
+            "read the schema revision", lambda c: c.run_sync(migrate.current)
+        )

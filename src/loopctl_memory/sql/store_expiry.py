@@ -1,0 +1,37 @@
+"""The SQL store's expiry: the store's default ttl on writes, and ``sweep_expired``.
+
+A mixin of :class:`~loopctl_memory.sql.store.SqlMemoryStore`; reads leave expired
+entries out through the view (:class:`~loopctl_memory.sql.scope_rows.ScopeIds`)
+and the retrieval mask, and refresh what they return in
+:meth:`StorePart._refresh`. See :mod:`loopctl_memory.expiry`.
+"""
+
+from __future__ import annotations
+
+from loopctl_memory.flat import MICROSECOND, FlatBatch
+from loopctl_memory.sql import repository
+from loopctl_memory.sql.store_part import StorePart
+
+
+class ExpiryOperations(StorePart):
+    """``sweep_expired``, and the expiry a write gives entries that have none."""
+
+    async def sweep_expired(self) -> int:
+        """Delete the view's entries that have expired; return how many.
+
+        Expired entries are invisible to reads already; this gives their room
+        back. A long-running process calls it now and then (the MCP server does,
+        on a timer); ``consolidate`` does it first.
+        """
+        return await self._in_scope("sweep expired", repository.sweep_expired, write=True)
+
+    def _with_default_expiry(self, batch: FlatBatch) -> FlatBatch:
+        """``batch``, each entry without an expiry given the store's ttl from now (if any)."""
+        ttl = self._shared.ttl
+        if ttl is None or all(entry[13] is not None for entry in batch.entries):
+            return batch
+        expires_us = self._shared.now_us() + ttl // MICROSECOND
+        batch.entries = [
+            entry if entry[13] is not None else (*entry[:13], expires_us) for entry in batch.entries
+        ]
+        return batch
