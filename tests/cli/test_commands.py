@@ -340,3 +340,57 @@ def test_stats_shows_the_same_in_tables(on_db, db):
     assert ["entries", "1"] in rows
     assert ["insight", "1"] in rows
     assert ["[0.3,", "0.4)", "1", "█" * 30] in rows
+
+
+# --- metadata, keys and expiry ---
+
+
+def test_add_takes_metadata_a_key_and_a_ttl(on_db, db):
+    result = on_db(
+        "add", "Ann prefers dark mode", "-c", "fact",
+        "--meta", "user=ann", "--meta", "n=3", "--meta", 'quoted="3"', "--meta", "team.lead=bo",
+        "--key", "prefs/ann", "--ttl", "7d",
+    )  # fmt: skip
+    assert 0 == result.exit_code, result.output
+    [stored] = stored_entries(db)
+    assert {"user": "ann", "n": 3, "quoted": "3", "team.lead": "bo"} == stored.metadata
+    assert "prefs/ann" == stored.key
+    assert stored.expires_at is not None
+    assert 6.9 < (stored.expires_at - datetime.now(UTC)).total_seconds() / 86_400 < 7.1
+    again = on_db("add", "Ann prefers light mode", "-c", "fact", "--key", "prefs/ann")
+    assert 0 == again.exit_code, again.output
+    assert ["Ann prefers light mode"] == [entry.memory for entry in stored_entries(db)]
+    shown = json.loads(on_db("get", "--key", "prefs/ann", "--json").stdout)
+    assert "Ann prefers light mode" == shown["memory"]
+    assert_fails(on_db("get", "--key", "nobody"), 1, "no memory with key 'nobody'")
+    assert_fails(on_db("get"), 2, "give an ID or --key")
+    assert_fails(on_db("add", "x", "-c", "fact", "--meta", "novalue"), 2, "is not KEY=VALUE")
+
+
+def test_search_where_filters_on_metadata(on_db, db):
+    store_entries(
+        db,
+        [
+            entry("theme dark", metadata={"user": "ann", "n": 3}),
+            entry("theme light", metadata={"user": "bo", "n": 5}),
+            entry("theme blue", metadata={"user": "ann", "n": 9, "team": {"lead": "cy"}}),
+            entry("theme none"),
+        ],
+    )
+
+    def found(*where: str) -> list[str]:
+        arguments = [part for condition in where for part in ("--where", condition)]
+        result = on_db("search", "theme", "--json", "--ranking", "bm25", *arguments)
+        assert 0 == result.exit_code, result.output
+        return sorted(item["memory"] for item in json.loads(result.stdout))
+
+    assert ["theme blue", "theme dark"] == found("user=ann")
+    assert ["theme dark"] == found("user=ann", "n<5")
+    assert ["theme blue", "theme light"] == found("n>=5")
+    assert ["theme blue"] == found("team.lead=cy")
+    assert ["theme blue", "theme light", "theme none"] == found("n!=3")
+    assert ["theme none"] == found("user!?")
+    assert ["theme blue"] == found("team?")
+    assert [] == found('n="3"')  # a number never equals its text
+    assert_fails(on_db("search", "theme", "--where", "just-a-path"), 2, "--where")
+    assert_fails(on_db("search", "theme", "--where", "a..b=1"), 2, "empty key")

@@ -56,7 +56,17 @@ async def test_remember_then_recall_finds_it_with_the_reference_score(db):
     assert ["ci"] == memory["tags"]
     assert 0.5 == memory["relevance"]
     assert memory["created_at"].endswith("+00:00")
-    assert {"id", "memory", "score", "category", "tags", "relevance", "created_at"} == set(memory)
+    assert {
+        "id",
+        "memory",
+        "score",
+        "category",
+        "tags",
+        "relevance",
+        "created_at",
+        "metadata",
+    } == set(memory)
+    assert {} == memory["metadata"]
     async with open_store(db) as store:
         [(entry, in_process)] = await store.retrieve_scored("make test lint", 1)
     assert str(entry.id) == made["id"]

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from loopctl_memory.cli.arguments import (
     CATEGORIES,
+    duration,
     memory_id,
     moment,
     no_blank_text,
     resolve_id,
     tag_option,
 )
+from loopctl_memory.cli.fields import conditions_of, metadata_of
 from loopctl_memory.cli.messages import echo_json, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, need_embedder, with_store
@@ -44,6 +46,8 @@ def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
     epilog=example(
         f'{PROG} add "pytest -x stops at the first failure" --category fact --tag pytest',
         f'{PROG} add "database is locked: use BEGIN IMMEDIATE" -c error_pattern -r 0.9 --validated',
+        f'{PROG} add "Ann prefers dark mode" -c fact --meta user=ann --meta n=3 --key prefs/ann',
+        f'{PROG} add "deploy frozen until Friday" -c working --ttl 3d',
     )
 )
 @click.argument("text", callback=no_blank_text)
@@ -60,6 +64,24 @@ def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
     help="How much this memory matters, in [0, 1].",
 )
 @click.option("--validated", is_flag=True, help="Mark the memory as validated.")
+@click.option(
+    "--meta",
+    "meta",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A field of the memory's metadata (repeatable); VALUE is read as JSON when it is "
+    "JSON (3, true, null, [1, 2]) and as text otherwise.",
+)
+@click.option(
+    "--key",
+    help="A name for the memory, unique in its scope: a memory that already has it is replaced.",
+)
+@click.option(
+    "--ttl",
+    metavar="AGE",
+    callback=duration,
+    help="Expire the memory this long from now (30m, 12h, 7d, 2w): no read sees it after.",
+)
 @click.pass_obj
 def add(
     settings: Settings,
@@ -69,10 +91,20 @@ def add(
     tags: tuple[str, ...],
     relevance: float,
     validated: bool,
+    meta: tuple[str, ...],
+    key: str | None,
+    ttl: timedelta | None,
 ) -> None:
     """Store one memory (TEXT) and print its new id."""
     entry = MemoryEntry(
-        MemoryCategory(category), text, tags=list(tags), relevance=relevance, validated=validated
+        MemoryCategory(category),
+        text,
+        tags=list(tags),
+        relevance=relevance,
+        validated=validated,
+        metadata=metadata_of(meta),
+        key=key,
+        expires_at=None if ttl is None else datetime.now(UTC) + ttl,
     )
 
     with_store(settings, lambda store: store.store(entry), create=True)
@@ -90,6 +122,7 @@ SEARCH_RANKING = "reference"
         f'{PROG} search "flaky test" --ranking bm25 --category error_pattern --since 7d',
         f'{PROG} search "why did the deploy fail" --ranking hybrid',
         f"{PROG} search deploy --tag ci --tag release --until 2026-01-01 --validated",
+        f"{PROG} search theme --where user=ann --where 'n>=3'",
     )
 )
 @click.argument("query")
@@ -148,6 +181,15 @@ SEARCH_RANKING = "reference"
     "scope's memories read as a stream) or a weight (0: not at all).",
 )
 @click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="CONDITION",
+    help="Only memories whose metadata meets CONDITION (repeatable: each must hold): "
+    "PATH=VALUE, PATH!=VALUE, PATH>VALUE, PATH>=VALUE, PATH<VALUE, PATH<=VALUE, PATH? "
+    "(present) or PATH!? (absent); PATH is keys joined by dots, VALUE JSON or text.",
+)
+@click.option(
     "--include-unmatched",
     is_flag=True,
     help="With ranking 'reference': also show the memories no word of the query matched, "
@@ -177,6 +219,7 @@ def search(
     until: datetime | None,
     validated: bool | None,
     weighing: Context | None,
+    where: tuple[str, ...],
     include_unmatched: bool,
     descendants: bool,
     as_json: bool,
@@ -201,6 +244,7 @@ def search(
         validated=validated,
         created_after=since,
         created_before=until,
+        metadata=_checked_conditions(where),
     )
 
     async def work(store: SqlMemoryStore) -> tuple[list[SearchResult], str]:
@@ -239,6 +283,16 @@ def search(
         from loopctl_memory.cli.rendering import SearchResults, console
 
         console().print(SearchResults(found))
+
+
+def _checked_conditions(where: tuple[str, ...]) -> dict[str, object] | None:
+    """``--where`` as a metadata filter, checked as MemoryFilter checks it."""
+    conditions = conditions_of(where)
+    try:
+        MemoryFilter(metadata=conditions)
+    except InvalidArgumentError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--where'") from None
+    return conditions
 
 
 def _context(value: str | None) -> Context | None:
@@ -281,21 +335,34 @@ async def _nothing_found(
     epilog=example(
         f"{PROG} get 3f2b6c1e",
         f"{PROG} get 3f2b6c1e-8d4a-4f5e-9a7b-1c2d3e4f5a6b --json",
+        f"{PROG} get --key prefs/ann",
     )
 )
-@click.argument("given", metavar="ID", callback=memory_id)
+@click.argument(
+    "given",
+    metavar="ID",
+    callback=lambda ctx, param, value: None if value is None else memory_id(ctx, param, value),
+    required=False,
+)
+@click.option("--key", help="The memory with this key (instead of an ID).")
 @click.option("--json", "as_json", is_flag=True, help="Print the entry as JSON.")
 @click.pass_obj
-def get(settings: Settings, given: uuid.UUID | str, as_json: bool) -> None:
+def get(settings: Settings, given: uuid.UUID | str | None, key: str | None, as_json: bool) -> None:
     """Show every field of the memory with this ID (the full id, or a short id from `search`)."""
+    if (given is None) == (key is None):
+        raise click.UsageError("give an ID or --key, not both")
 
     async def work(store: SqlMemoryStore) -> MemoryEntry | None:
+        if key is not None:
+            return await store.get_by_key(key)
+        assert given is not None  # noqa: S101 - one of the two, checked above
         entry_id = await resolve_id(store, given)
         return None if entry_id is None else await store.get(entry_id)
 
     found = with_store(settings, work)
     if found is None:
-        raise click.ClickException(f"no memory with id {given}; `{PROG} search` shows the ids")
+        named = f"key {key!r}" if key is not None else f"id {given}"
+        raise click.ClickException(f"no memory with {named}; `{PROG} search` shows the ids")
     _show_entry(found, as_json=as_json)
 
 

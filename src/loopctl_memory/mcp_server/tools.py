@@ -13,17 +13,26 @@ stdout; the SDK's logs go to stderr. The transport is :mod:`loopctl_memory.mcp_s
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
+import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from importlib.metadata import version
-from typing import Annotated, Any, TypeVar
+from typing import (
+    Annotated,
+    Any,
+    NotRequired,  # pydantic needs it below 3.12
+    TypeVar,
+)
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
-from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
+from typing_extensions import TypedDict
 
 from loopctl_memory.arguments import blank_typed
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
@@ -37,9 +46,11 @@ from loopctl_memory.rankings import LEXICAL_RANKINGS, RANKINGS, check_ranking
 from loopctl_memory.scopes import relative
 from loopctl_memory.sql.opening import RECORDED, open_store
 from loopctl_memory.sql.store import SqlMemoryStore
-from loopctl_memory.when import moment
+from loopctl_memory.when import age, moment
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_log = logging.getLogger(__name__)
 
 RECALL_LIMIT = 50
 """The most memories one ``recall`` returns: a model's context is the budget."""
@@ -91,6 +102,9 @@ class Recollection(TypedDict):
     tags: list[str]
     relevance: float
     created_at: str
+    metadata: dict[str, Any]
+    key: NotRequired[str]
+    expires_at: NotRequired[str]
 
 
 class Recalled(TypedDict):
@@ -153,7 +167,7 @@ def _memory(entry: MemoryEntry) -> Memory:
 
 
 def _recollection(entry: MemoryEntry, score: float) -> Recollection:
-    return Recollection(
+    shown = Recollection(
         id=str(entry.id),
         memory=entry.memory,
         score=score,
@@ -161,7 +175,13 @@ def _recollection(entry: MemoryEntry, score: float) -> Recollection:
         tags=list(entry.tags),
         relevance=float(entry.relevance),
         created_at=timestamp(entry.created_at),
+        metadata=entry.metadata,
     )
+    if entry.key is not None:
+        shown["key"] = entry.key
+    if entry.expires_at is not None:
+        shown["expires_at"] = timestamp(entry.expires_at)
+    return shown
 
 
 def _changes(
@@ -233,6 +253,18 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         tags: Annotated[list[str] | None, Field(description="Short labels to find it by.")] = None,
         relevance: Relevance = 0.5,
         validated: Annotated[bool, Field(description="Whether it was confirmed.")] = False,
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description='Your own fields, a JSON object (e.g. {"user": "ann"}).'),
+        ] = None,
+        key: Annotated[
+            str | None,
+            Field(description="A name for it, unique in its scope: replaces the memory with it."),
+        ] = None,
+        ttl: Annotated[
+            str | None,
+            Field(description="Forget it this long from now: '30m', '12h', '7d', '2w'."),
+        ] = None,
         scope: Scope = None,
     ) -> Remembered:
         """Store a memory; answer its id.
@@ -240,6 +272,8 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         Remember what will help a later turn or run: a fact about the project, an
         insight, a strategy that worked, an error and its fix. Keep it short and
         specific; put the words a later search would use in it or in its tags.
+        metadata holds fields recall can filter on; storing again with a key
+        replaces the memory that had it; after ttl no recall sees it.
         """
         _refuse_blank(memory, tags)
         with _tool_errors():
@@ -249,6 +283,9 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
                 tags=list(tags or []),
                 relevance=relevance,
                 validated=validated,
+                metadata={} if metadata is None else metadata,
+                key=key,
+                expires_at=None if ttl is None else datetime.now(UTC) + age(ttl),
             )
             await view(scope).store(entry)
             return Remembered(id=str(entry.id))
@@ -288,6 +325,14 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
                 "or an age back from now ('30m', '12h', '7d', '2w')."
             ),
         ] = None,
+        where: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="Only memories whose metadata meets these conditions: "
+                '{"user": "ann"} (equal), {"n": {"$gte": 3}}, with $eq $ne $gt $gte $lt '
+                "$lte $in $nin $exists; a path may go into objects with dots ('team.lead')."
+            ),
+        ] = None,
         ranking: str = default_ranking,  # its schema: below
         scope: Scope = None,
     ) -> Recalled:
@@ -307,14 +352,15 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         each other: except in "reference", a memory stored just before or after
         ones that match scores higher, and may come back itself.
 
-        category, tags and since narrow what is ranked: each one given must hold.
+        category, tags, since and where narrow what is ranked: each one given
+        must hold.
         """
         with _tool_errors():
             found = await view(scope).retrieve_scored(
                 query,
                 min(limit, RECALL_LIMIT) if isinstance(limit, int) else limit,
                 ranking=ranking,
-                filter=_recall_filter(category, tags, since),
+                filter=_recall_filter(category, tags, since, where),
                 matched_only=not include_unmatched,
             )
             return Recalled(memories=[_recollection(entry, score) for entry, score in found])
@@ -396,8 +442,13 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
     return server
 
 
-def _recall_filter(category: str | None, tags: list[str] | None, since: str | None) -> MemoryFilter:
-    """``recall``'s filter: of ``category``, with one of ``tags`` (none: any), after ``since``.
+def _recall_filter(
+    category: str | None,
+    tags: list[str] | None,
+    since: str | None,
+    where: dict[str, Any] | None = None,
+) -> MemoryFilter:
+    """``recall``'s filter: ``category``, one of ``tags``, after ``since``, meeting ``where``.
 
     Raises:
         ToolError: an unknown category.
@@ -408,6 +459,7 @@ def _recall_filter(category: str | None, tags: list[str] | None, since: str | No
         categories=None if category is None else frozenset({_category(category)}),
         tags_any=tuple(tags) if tags else None,
         created_after=None if since is None else moment(since),
+        metadata=where,
     )
 
 
@@ -494,4 +546,33 @@ async def serve(
         embedder=embedder,
     ) as store:
         view = store if scope is None else store.scope(scope)
-        await serve_stdio(build_server(view, ranking=ranking))
+        sweeping = None if read_only else asyncio.create_task(sweep_now_and_then(view))
+        try:
+            await serve_stdio(build_server(view, ranking=ranking))
+        finally:
+            if sweeping is not None:
+                sweeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeping
+
+
+SWEEP_EVERY = 300.0
+"""Seconds between the server's sweeps of expired memories."""
+
+
+async def sweep_now_and_then(
+    store: SqlMemoryStore,
+    every: float = SWEEP_EVERY,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+) -> None:
+    """Delete ``store``'s expired memories now and every ``every`` seconds, until cancelled.
+
+    A sweep that fails (the database busy, say) is logged and tried at the next
+    turn: expired memories are invisible meanwhile, only their room waits.
+    """
+    while True:
+        try:
+            await store.sweep_expired()
+        except LoopMemoryError as exc:
+            _log.warning("sweeping expired memories failed: %s", exc)
+        await sleep(every)
