@@ -392,5 +392,7 @@ def test_search_where_filters_on_metadata(on_db, db):
     assert ["theme none"] == found("user!?")
     assert ["theme blue"] == found("team?")
     assert [] == found('n="3"')  # a number never equals its text
+    shown = on_db("search", "theme", "--ranking", "bm25", "--where", "user=bo")
+    assert '{"user":"bo","n":5}' in shown.stdout  # the table shows the metadata
     assert_fails(on_db("search", "theme", "--where", "just-a-path"), 2, "--where")
     assert_fails(on_db("search", "theme", "--where", "a..b=1"), 2, "empty key")

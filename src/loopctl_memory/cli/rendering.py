@@ -92,10 +92,11 @@ class SearchResults:
     """The ``search`` view: a table that gives the memory the width, or blocks when narrow.
 
     The table has rank, short id, score (never cut), category, relevance, tags
-    (one a line, cut to a narrow column) and the memory, which takes the width
-    left and wraps. When that leaves the memory fewer than 20 columns, each
-    entry is a block instead: a line with rank, id, score and category, then the
-    memory wrapped, then the relevance and the tags. Nothing is cut but tags.
+    (one a line, cut to a narrow column) and the memory (its metadata, if any, on
+    a dim line below), which takes the width left and wraps. When that leaves the
+    memory fewer than 20 columns, each entry is a block instead: a line with
+    rank, id, score and category, then the memory wrapped, then the relevance
+    and the tags. Nothing is cut but tags.
     """
 
     def __init__(self, results: Sequence[SearchResult]) -> None:
@@ -150,7 +151,7 @@ class SearchResults:
             table.add_row(
                 *cells,
                 Text("\n".join(entry_tags), no_wrap=True, overflow="ellipsis"),
-                Text(result.entry.memory, overflow="fold"),
+                _memory_cell(result.entry),
             )
         return table
 
@@ -164,9 +165,17 @@ class SearchResults:
             details += f"  tags {', '.join(entry.tags)}"
         return [
             header,
-            Padding(Text(entry.memory, overflow="fold"), (0, 0, 0, indent), expand=False),
+            Padding(_memory_cell(entry), (0, 0, 0, indent), expand=False),
             Padding(Text(details, overflow="fold"), (0, 0, 0, indent), expand=False),
         ]
+
+
+def _memory_cell(entry: MemoryEntry) -> Text:
+    """The memory, then its metadata as compact JSON on a dim line of its own, if any."""
+    cell = Text(entry.memory, overflow="fold")
+    if entry.metadata:
+        cell.append("\n" + encoded(entry.metadata), style="dim")
+    return cell
 
 
 def entry_table(entry: MemoryEntry) -> Table:
