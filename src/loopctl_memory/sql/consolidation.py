@@ -22,7 +22,7 @@ from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository
-from loopctl_memory.sql.scope_rows import ScopeIds, scope_ids
+from loopctl_memory.sql.scope_rows import Clock, ScopeIds, scope_ids
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
 
@@ -34,10 +34,13 @@ async def consolidate_scope(
     *,
     clock: Callable[[], datetime],
     tuning: Tuning,
+    expiry_clock: Clock | None = None,
 ) -> ConsolidationStats:
     """Run the pass ``config`` describes over the entries ``scope`` reads, in one write.
 
-    ``clock`` gives the time the pass decays to.
+    ``clock`` gives the time the pass decays to; ``expiry_clock`` (the same, in
+    microseconds) the time at which expired entries are deleted, first, in the
+    pass's transaction.
 
     Raises:
         InvalidArgumentError: ``config`` is not a ConsolidationConfig.
@@ -51,8 +54,9 @@ async def consolidate_scope(
     if config.is_reference:
 
         async def prune(connection: AsyncConnection) -> tuple[int, int]:
-            ids = await scope_ids(connection, scope)
+            ids = await scope_ids(connection, scope, expiry_clock)
             before = await repository.count(connection, ids)
+            await repository.sweep_expired(connection, ids)
             return before, await repository.prune(connection, ids)
 
         before, pruned = await unit.run("consolidate", prune, write=True)
@@ -62,7 +66,7 @@ async def consolidate_scope(
     now = lifecycle.check_now(clock())
 
     async def read(connection: AsyncConnection) -> _Plan:
-        ids = await scope_ids(connection, scope)
+        ids = await scope_ids(connection, scope, expiry_clock)
         version = await repository.scope_version(connection, ids)
         return _Plan(ids, version, *await repository.entries_with_seqs(connection, ids))
 
@@ -70,8 +74,9 @@ async def consolidate_scope(
     result = await asyncio.to_thread(lifecycle.consolidate_entries, planned.entries, config, now)
 
     async def write(connection: AsyncConnection) -> ConsolidationStats:
-        ids = await scope_ids(connection, scope)
-        if ids == planned.ids and planned.version == await repository.scope_version(
+        ids = await scope_ids(connection, scope, expiry_clock)
+        await repository.sweep_expired(connection, ids)  # unseen by the plan: gone first
+        if ids.read == planned.ids.read and planned.version == await repository.scope_version(
             connection, ids
         ):
             return await _write_pass(

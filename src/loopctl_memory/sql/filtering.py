@@ -12,6 +12,8 @@ as they are stored; metadata conditions read the entries' ``entry_fields`` rows
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from sqlalchemy import ColumnElement, and_, exists, select, true
 
@@ -96,11 +98,20 @@ def passing(state: RankingState, reader: Reader, passes: MemoryFilter, size: int
     return mask
 
 
-def unexpired(reader: Reader, now_us: int, size: int, allowed: Mask | None) -> Mask | None:
-    """``allowed`` (None: every entry) less the entries below ``size`` expired by ``now_us``.
+def unexpired(
+    reader: Reader, clock: Callable[[], int], size: int, allowed: Mask | None
+) -> Mask | None:
+    """``allowed`` (None: every entry) less the entries below ``size`` expired by ``clock()``.
 
-    One read of the expiry index, which holds only the entries that have an expiry.
+    Reads of the expiry index, which holds only the entries that have an expiry:
+    the soonest first, and the clock only if there is one.
     """
+    (soonest,) = reader.one("SELECT min(expires_at_us) FROM entries")
+    if soonest is None:
+        return allowed
+    now_us = clock()
+    if soonest > now_us:
+        return allowed
     expired = reader.all(
         "SELECT seq FROM entries WHERE expires_at_us <= ? AND seq < ?", (now_us, size)
     )

@@ -35,7 +35,14 @@ from loopctl_memory.scoring import PRUNE_THRESHOLD
 from loopctl_memory.sql import fields, filtering, index, keys
 from loopctl_memory.sql.backend import Reader, Statement, backend_of
 from loopctl_memory.sql.fields import INSERT_FIELDS
-from loopctl_memory.sql.scope_rows import EVERY_SCOPE, ScopeIds, ensure_scopes, scope_id
+from loopctl_memory.sql.scope_rows import (
+    EVERY_SCOPE,
+    Clock,
+    ScopeIds,
+    ensure_scopes,
+    expired_by,
+    scope_id,
+)
 from loopctl_memory.sql.tables import (
     ENTRY_FIELDS,
     INSERT_ENTRIES,
@@ -173,25 +180,27 @@ async def count(
 
 
 async def keyed_entry(
-    connection: AsyncConnection, scope_name: str, key: str, now_us: int
+    connection: AsyncConnection, scope_name: str, key: str, clock: Clock
 ) -> MemoryEntry | None:
-    """The entry of scope ``scope_name`` holding ``key`` and live at ``now_us``, or None."""
+    """The entry of scope ``scope_name`` holding ``key`` and live at ``clock()``, or None."""
     own = await scope_id(connection, scope_name)
     if own is None:
         return None
-    live = ScopeIds((own,), now_us).condition()
+    live = ScopeIds((own,), await expired_by(connection, clock)).condition()
     row = (
         await connection.execute(select(*_ENTRY_COLUMNS).where(keys.holding(own, key), live))
     ).one_or_none()
     return None if row is None else (await _load(connection, [row.seq], rows=[row]))[row.seq]
 
 
-async def delete_keyed(connection: AsyncConnection, scope_name: str, key: str, now_us: int) -> bool:
+async def delete_keyed(
+    connection: AsyncConnection, scope_name: str, key: str, clock: Clock
+) -> bool:
     """Remove the entry of scope ``scope_name`` holding ``key``; whether a live one was there."""
     own = await scope_id(connection, scope_name)
     if own is None:
         return False
-    live = ScopeIds((own,), now_us).condition()
+    live = ScopeIds((own,), await expired_by(connection, clock)).condition()
     return await remove(connection, and_(keys.holding(own, key), live)) > 0
 
 

@@ -54,8 +54,9 @@ class Request:
     """The context weight, or ``"auto"`` (:mod:`loopctl_memory.context`)."""
     explain: bool = False
     """Also each score's parts (``retrieve_explained``)."""
-    now_us: int | None = None
-    """The time of the read: entries expired by then compete for nothing (None: every one)."""
+    clock: Callable[[], int] | None = None
+    """The store's clock (microseconds): entries expired by its now compete for nothing
+    (None: every entry competes)."""
 
 
 async def retrieve_explained(
@@ -150,8 +151,8 @@ def ranked(state: RankingState, reader: Reader, request: Request) -> list[Scored
     passes = request.passes
     size = state.top + 1
     allowed = filtering.passing(state, reader, passes, size) if passes is not None else None
-    if request.now_us is not None:
-        allowed = filtering.unexpired(reader, request.now_us, size, allowed)
+    if request.clock is not None:
+        allowed = filtering.unexpired(reader, request.clock, size, allowed)
     if request.ranking != "reference" and request.context != 0.0:
         weights = context.weights(
             state, reader, request.scope, request.context, (request.embedder_id, request.dims)

@@ -6,7 +6,7 @@ its scope (and, with descendants, of every scope below it).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, and_, false, func, or_, select, true
@@ -25,7 +25,7 @@ class ScopeIds:
     """The ids of the scopes read; None: every scope."""
     now_us: int | None = None
     """The time of the read, microseconds since the epoch: entries that expired by then
-    are not read (:mod:`loopctl_memory.expiry`). None: every entry, expired or not."""
+    are not read (:mod:`loopctl_memory.expiry`). None: every entry (none had expired)."""
 
     def condition(self) -> ColumnElement[bool]:
         """The entries the view reads now, as a WHERE condition."""
@@ -55,10 +55,33 @@ EVERY_SCOPE = ScopeIds(None)
 """The view of every entry."""
 
 
+Clock = Callable[[], int]
+"""The store's clock, microseconds since the epoch."""
+
+
+async def expired_by(connection: AsyncConnection, clock: Clock | None) -> int | None:
+    """``clock()`` if an entry of the store has expired by then, else None.
+
+    The earliest expiry is one step into the expiry index, which holds only the
+    entries that have one: a store without any never reads the clock.
+    """
+    if clock is None:
+        return None
+    soonest = (await connection.execute(select(func.min(entries.c.expires_at_us)))).scalar()
+    if soonest is None:
+        return None
+    now_us = clock()
+    return now_us if soonest <= now_us else None
+
+
 async def scope_ids(
-    connection: AsyncConnection, scope: Scope, now_us: int | None = None
+    connection: AsyncConnection, scope: Scope, clock: Clock | None = None
 ) -> ScopeIds:
-    """The ids of ``scope``'s scopes as the database holds them now, read at ``now_us``."""
+    """The ids of ``scope``'s scopes as the database holds them now, read at ``clock()``.
+
+    Its ``now_us`` is None unless an entry has expired (see :func:`expired_by`).
+    """
+    now_us = await expired_by(connection, clock)
     if scope.everything:
         return ScopeIds(None, now_us)
     if not scope.name and not await _has_scopes(connection):

@@ -331,7 +331,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
                 dims=0 if embedder is None else embedder.embedder.dims,
                 context=weighing,
                 explain=explain,
-                now_us=shared.now_us(),
+                clock=shared.now_us,
             ),
             clock=shared.clock if shared.track_access else None,
         )
@@ -375,13 +375,13 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         if type(vacuum) is not bool:
             raise InvalidArgumentError(f"vacuum must be a bool, not {type(vacuum).__name__}")
         shared = self._shared
-        await self.sweep_expired()
         stats = await consolidate_scope(
             self._unit,
             self._scope,
             shared.consolidation if config is None else config,
             clock=shared.clock,
             tuning=shared.tuning,
+            expiry_clock=shared.now_us,
         )
         if (stats.pruned or stats.merged) and not vacuum:
             await self._unit.give_back_free_pages()

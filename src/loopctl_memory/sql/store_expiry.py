@@ -13,6 +13,10 @@ from loopctl_memory.sql import repository
 from loopctl_memory.sql.store_part import StorePart
 
 
+async def _is_due(now_us: int | None) -> bool:
+    return now_us is not None
+
+
 class ExpiryOperations(StorePart):
     """``sweep_expired``, and the expiry a write gives entries that have none."""
 
@@ -23,6 +27,12 @@ class ExpiryOperations(StorePart):
         back. A long-running process calls it now and then (the MCP server does,
         on a timer); ``consolidate`` does it first.
         """
+        # A read first: no write (and no wait for another writer) when nothing expired.
+        due = await self._in_scope(
+            "sweep expired", lambda _c, ids: _is_due(ids.now_us), write=False
+        )
+        if not due:
+            return 0
         return await self._in_scope("sweep expired", repository.sweep_expired, write=True)
 
     def _with_default_expiry(self, batch: FlatBatch) -> FlatBatch:

@@ -27,17 +27,17 @@ class IdLookups(StorePart):
             InvalidArgumentError: ``key`` is not a str of 1 to 1,024 characters.
 
         """
-        key, name, now_us = check_key(key), self._scope.name, self._shared.now_us()
+        key, name, clock = check_key(key), self._scope.name, self._shared.now_us
         found = await self._unit.run(
-            "get", lambda c: repository.keyed_entry(c, name, key, now_us), write=False
+            "get", lambda c: repository.keyed_entry(c, name, key, clock), write=False
         )
         return await self._refreshed(found)
 
     async def delete_by_key(self, key: str) -> bool:
         """Delete the entry of the store's own scope holding ``key``; whether there was one."""
-        key, name, now_us = check_key(key), self._scope.name, self._shared.now_us()
+        key, name, clock = check_key(key), self._scope.name, self._shared.now_us
         return await self._unit.run(
-            "delete", lambda c: repository.delete_keyed(c, name, key, now_us), write=True
+            "delete", lambda c: repository.delete_keyed(c, name, key, clock), write=True
         )
 
     async def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[uuid.UUID]:

@@ -42,12 +42,13 @@ class StorePart:
     ) -> T:
         """One unit of work (:meth:`UnitOfWork.run`), ``work`` given the view's scope ids.
 
-        The view reads at the store's clock's now: expired entries are not in it.
+        The view reads at the store's clock's now: expired entries are not in it (the
+        clock is read only when the store holds an entry with an expiry).
         """
-        scope, now_us = self._scope, self._shared.now_us()
+        scope, clock = self._scope, self._shared.now_us
 
         async def scoped(connection: AsyncConnection) -> T:
-            return await work(connection, await scope_ids(connection, scope, now_us))
+            return await work(connection, await scope_ids(connection, scope, clock))
 
         return await self._unit.run(action, scoped, write=write)
 
