@@ -106,7 +106,10 @@ def unexpired(
     Reads of the expiry index, which holds only the entries that have an expiry:
     the soonest first, and the clock only if there is one.
     """
-    (soonest,) = reader.one("SELECT min(expires_at_us) FROM entries")
+    # The WHERE lets the partial index serve the min (without it: a scan of every row).
+    (soonest,) = reader.one(
+        "SELECT min(expires_at_us) FROM entries WHERE expires_at_us IS NOT NULL"
+    )
     if soonest is None:
         return allowed
     now_us = clock()
