@@ -488,16 +488,6 @@ async def summarise(connection: AsyncConnection, scope: ScopeIds = EVERY_SCOPE) 
     return Summary(sum(by_category.values()), by_category, histogram)
 
 
-async def storage_bytes(connection: AsyncConnection) -> int:
-    """Bytes the store's tables and indexes take in the database."""
-    return await connection.run_sync(lambda sync: backend_of(sync).storage_bytes(sync))
-
-
-async def free_bytes(connection: AsyncConnection, *, memory: bool) -> int | None:
-    """Bytes of free pages in the database (None where the backend does not know)."""
-    return await connection.run_sync(lambda sync: backend_of(sync).free_bytes(sync, memory=memory))
-
-
 _ENTRIES_WITH_TAGS = (
     f"SELECT {', '.join(f'e.{name}' for name in _ENTRY_NAMES)}, t.tag"  # noqa: S608
     " FROM entries e LEFT JOIN tags t ON t.entry_seq = e.seq"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import migrate
-from loopctl_memory.sql import repository
+from loopctl_memory.sql.backend import backend_of
 from loopctl_memory.sql.store_part import StorePart
 
 
@@ -18,7 +18,7 @@ class DatabaseFacts(StorePart):
 
     async def storage_bytes(self) -> int:
         """Bytes the store's tables and indexes take (a SQLite file's write-ahead log excluded)."""
-        return await self._unit.run("measure the database", repository.storage_bytes, write=False)
+        return await self._unit.run("measure the database", _storage_bytes, write=False)
 
     async def free_bytes(self) -> int | None:
         """Bytes of free pages in a SQLite file, kept for later writes (see ``consolidate``).
@@ -28,7 +28,7 @@ class DatabaseFacts(StorePart):
         memory = self._unit.target.is_memory
 
         async def measure(connection: AsyncConnection) -> int | None:
-            return await repository.free_bytes(connection, memory=memory)
+            return await _free_bytes(connection, memory=memory)
 
         return await self._unit.run("measure the database", measure, write=False)
 
@@ -37,3 +37,13 @@ class DatabaseFacts(StorePart):
         return await self._unit.run_untransacted(
             "read the schema revision", lambda c: c.run_sync(migrate.current)
         )
+
+
+async def _storage_bytes(connection: AsyncConnection) -> int:
+    """Bytes the store's tables and indexes take in the database."""
+    return await connection.run_sync(lambda sync: backend_of(sync).storage_bytes(sync))
+
+
+async def _free_bytes(connection: AsyncConnection, *, memory: bool) -> int | None:
+    """Bytes of free pages in the database (None where the backend does not know)."""
+    return await connection.run_sync(lambda sync: backend_of(sync).free_bytes(sync, memory=memory))
