@@ -22,8 +22,8 @@ lint: $(STAMP) ## ruff (lint and format check) and mypy --strict
 	$(BIN)/ruff format --check src tests benchmarks migrations
 	$(BIN)/mypy
 
-test: lint ## Lint, type-check and run the whole test suite
-	$(BIN)/pytest
+test: lint ## Lint, type-check and run the whole test suite (on up to 4 cores)
+	$(BIN)/pytest -n auto --maxprocesses=4
 
 test-pg: ## `make test` plus a throwaway PostgreSQL (.ci/postgres.sh; as root it installs one if missing)
 	.ci/postgres.sh $(MAKE) test

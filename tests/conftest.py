@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import uuid
@@ -9,8 +10,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from loopctl_memory import (
     InMemoryStore,
@@ -85,6 +88,35 @@ async def _fill_other_scopes(store: SqlMemoryStore) -> None:
 
 def _fresh(entry: MemoryEntry) -> MemoryEntry:
     return dataclasses.replace(entry, id=uuid.uuid4(), tags=list(entry.tags))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker gets a PostgreSQL database of its own.
+
+    Tests empty the database they use (:func:`reset_postgres`): two workers on one
+    would empty each other's. The worker's database sits beside the configured
+    one on the same server, named after it and the worker.
+    """
+    del config
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    if worker and url:
+        os.environ[POSTGRES_URL_VARIABLE] = asyncio.run(_database_of_worker(url, worker))
+
+
+async def _database_of_worker(url: str, worker: str) -> str:
+    """The URL of ``url``'s database suffixed with ``worker``, created if missing."""
+    given = make_url(url)
+    own = f"{given.database}_{worker}"
+    plain = given.set(drivername="postgresql").render_as_string(hide_password=False)
+    connection = await asyncpg.connect(plain)
+    try:
+        found = await connection.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", own)
+        if not found:
+            await connection.execute(f'CREATE DATABASE "{own}"')
+    finally:
+        await connection.close()
+    return given.set(database=own).render_as_string(hide_password=False)
 
 
 async def reset_postgres(url: str) -> None:
