@@ -273,12 +273,10 @@ def _one_of(items: tuple[Any, ...]) -> Test:
 
 
 def _equal(value: Any) -> tuple[str, list[tuple[Any, str]]]:
-    if isinstance(value, bool):
-        return f"kind = {BOOL} AND number = ?", [(float(value), "float")]
-    if is_number(value):
-        return f"kind = {NUMBER} AND number = ?", [(float(value), "float")]
-    kind = STRING if isinstance(value, str) else _kind_of(value)[0]
-    spelled = value if kind == STRING else canonical(value)
+    """Rows holding ``value`` (not None), spelled as :func:`_flatten` stores it."""
+    kind, number, spelled = _kind_of(value)
+    if number is not None:
+        return f"kind = {kind} AND number = ?", [(number, "float")]
     key_part, rest = _split(spelled)
     if rest is None:
         return f"kind = {kind} AND text_key = ?", [(key_part, "text")]

@@ -23,6 +23,7 @@ from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.fields import FieldQuery, field_query
 from loopctl_memory.sql.ranking.columns import CATEGORY_CODES
 from loopctl_memory.sql.ranking.state import Mask, RankingState
+from loopctl_memory.sql.scope_rows import now_if_expired
 from loopctl_memory.sql.tables import entries, tags
 
 
@@ -110,10 +111,8 @@ def unexpired(
     (soonest,) = reader.one(
         "SELECT min(expires_at_us) FROM entries WHERE expires_at_us IS NOT NULL"
     )
-    if soonest is None:
-        return allowed
-    now_us = clock()
-    if soonest > now_us:
+    now_us = now_if_expired(soonest, clock)
+    if now_us is None:
         return allowed
     expired = reader.all(
         "SELECT seq FROM entries WHERE expires_at_us <= ? AND seq < ?", (now_us, size)

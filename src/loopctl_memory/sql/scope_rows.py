@@ -72,6 +72,14 @@ async def expired_by(connection: AsyncConnection, clock: Clock | None) -> int | 
     soonest = (
         await connection.execute(select(func.min(entries.c.expires_at_us)).where(expiring))
     ).scalar()
+    return now_if_expired(soonest, clock)
+
+
+def now_if_expired(soonest: int | None, clock: Clock) -> int | None:
+    """``clock()`` if the soonest expiry (None: none) has passed by then, else None.
+
+    The clock is read only when there is an expiry.
+    """
     if soonest is None:
         return None
     now_us = clock()

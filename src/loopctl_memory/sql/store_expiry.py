@@ -8,7 +8,7 @@ and the retrieval mask, and refresh what they return in
 
 from __future__ import annotations
 
-from loopctl_memory.flat import MICROSECOND, FlatBatch
+from loopctl_memory.flat import FlatBatch
 from loopctl_memory.sql import repository
 from loopctl_memory.sql.store_part import StorePart
 
@@ -40,7 +40,7 @@ class ExpiryOperations(StorePart):
         ttl = self._shared.ttl
         if ttl is None or all(entry[13] is not None for entry in batch.entries):
             return batch
-        expires_us = self._shared.now_us() + ttl // MICROSECOND
+        expires_us = self._shared.expiry_us()
         batch.entries = [
             entry if entry[13] is not None else (*entry[:13], expires_us) for entry in batch.entries
         ]

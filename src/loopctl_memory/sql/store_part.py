@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from loopctl_memory.arguments import check_now
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.flat import EPOCH, MICROSECOND
 from loopctl_memory.scopes import Scope
@@ -69,8 +68,9 @@ class StorePart:
             return
         if self._unit.read_only:
             return
-        expires_at = check_now(shared.clock()) + shared.ttl
-        ids, expires_us = [entry.id for entry in expiring], (expires_at - EPOCH) // MICROSECOND
+        expires_us = shared.expiry_us()
+        expires_at = EPOCH + expires_us * MICROSECOND
+        ids = [entry.id for entry in expiring]
         await self._unit.run(
             "refresh", lambda c: repository.set_expiry(c, ids, expires_us), write=True
         )

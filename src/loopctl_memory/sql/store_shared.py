@@ -48,3 +48,8 @@ class SharedState:
     def now_us(self) -> int:
         """The store's clock, checked, as microseconds since the epoch (as times are stored)."""
         return (check_now(self.clock()) - EPOCH) // MICROSECOND
+
+    def expiry_us(self) -> int:
+        """The expiry of an entry written or refreshed now: ``ttl`` from the clock's now."""
+        assert self.ttl is not None  # noqa: S101 - asked only of a store with a ttl
+        return self.now_us() + self.ttl // MICROSECOND
