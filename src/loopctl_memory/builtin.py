@@ -531,7 +531,8 @@ class InMemoryStore(InMemoryVectors):
             everything=everything,
             now=self._now(),
         )
-        kept = [e for e in self._entries if not (rule.matches(e) and self._sees(e))]
+        live = {entry.id for entry in self._live()}
+        kept = [e for e in self._entries if not (e.id in live and rule.matches(e))]
         forgotten = len(self._entries) - len(kept)
         if forgotten:
             self._entries = kept

@@ -25,18 +25,29 @@ def replaced_ids(stored: Iterable[MemoryEntry], batch: Sequence[MemoryEntry]) ->
         InvalidArgumentError: two entries of the batch have one key.
 
     """
-    keys: set[str] = set()
-    for entry in batch:
-        if entry.key is None:
-            continue
-        if entry.key in keys:
-            raise InvalidArgumentError(
-                f"the batch holds two entries with the key {entry.key!r} in one scope"
-            )
-        keys.add(entry.key)
+    keys = keys_of_batch(entry.key for entry in batch)
     if not keys:
         return set()
     return {entry.id for entry in stored if entry.key is not None and entry.key in keys}
+
+
+def keys_of_batch(keys: Iterable[str | None]) -> set[str]:
+    """The keys a batch gives in one scope (None: an entry without one).
+
+    Raises:
+        InvalidArgumentError: one key twice.
+
+    """
+    found: set[str] = set()
+    for key in keys:
+        if key is None:
+            continue
+        if key in found:
+            raise InvalidArgumentError(
+                f"the batch holds two entries with the key {key!r} in one scope"
+            )
+        found.add(key)
+    return found
 
 
 def keyed(stored: Iterable[MemoryEntry], key: str) -> MemoryEntry | None:

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 
 from sqlalchemy import ColumnElement, and_
 
-from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.flat import FlatBatch
+from loopctl_memory.keys import keys_of_batch
 from loopctl_memory.sql.tables import entries
 
 _KEYS_PER_STATEMENT = 500
@@ -28,19 +28,11 @@ def replaced(batch: FlatBatch, scope_ids: Mapping[str, int]) -> Iterator[ColumnE
         InvalidArgumentError: two entries of the batch have one key in one scope.
 
     """
-    keys_of: dict[int, list[str]] = {}
+    given: dict[int, list[str | None]] = {}
     for entry in batch.entries:
-        key = entry[12]
-        if key is None:
-            continue
-        held = keys_of.setdefault(scope_ids[entry[10]], [])
-        held.append(key)
-    for scope_id, keys in keys_of.items():
-        if len(set(keys)) != len(keys):
-            twice = next(key for key in keys if keys.count(key) > 1)
-            raise InvalidArgumentError(
-                f"the batch holds two entries with the key {twice!r} in one scope"
-            )
+        given.setdefault(scope_ids[entry[10]], []).append(entry[12])
+    for scope_id, in_scope in given.items():
+        keys = sorted(keys_of_batch(in_scope))
         for start in range(0, len(keys), _KEYS_PER_STATEMENT):
             chunk = keys[start : start + _KEYS_PER_STATEMENT]
             yield and_(entries.c.scope_id == scope_id, entries.c.key.in_(chunk))
