@@ -444,11 +444,13 @@ class InMemoryStore(InMemoryVectors):
         batch_size: int = 1_000,
         *,
         filter: MemoryFilter | None = None,
+        newest_first: bool = False,
     ) -> AsyncIterator[MemoryEntry]:
         """Yield a copy of every entry in insertion order, as the SQL store's ``iter_entries``.
 
         The entries are those stored when iteration starts; ``batch_size`` is
         accepted for the same signature (it must be an int >= 1).
+        ``newest_first``: in the reverse order.
 
         Raises:
             InvalidArgumentError: ``batch_size`` is not an int >= 1.
@@ -456,7 +458,8 @@ class InMemoryStore(InMemoryVectors):
         """
         check_batch_size(batch_size)
         passes = check_filter(filter)
-        for entry in list(self._live()):
+        live = list(self._live())
+        for entry in reversed(live) if newest_first else live:
             if passes is None or passes.matches(entry):
                 yield copy_entry(entry)
 
@@ -471,12 +474,14 @@ class InMemoryStore(InMemoryVectors):
         validated: bool | lifecycle.Unset = lifecycle.UNSET,
         metadata: dict[str, Any] | lifecycle.Unset = lifecycle.UNSET,
         merge_metadata: dict[str, Any] | lifecycle.Unset = lifecycle.UNSET,
+        expires_at: datetime | lifecycle.Unset | None = lifecycle.UNSET,
     ) -> MemoryEntry | None:
         """Change the given fields of the entry with this id; return it updated, or None.
 
         The entry keeps its id, ``created_at``, access stamps and place in
         insertion order. A new memory gets a new vector, or is pending.
-        ``metadata`` replaces the object, ``merge_metadata`` sets only the keys it gives.
+        ``metadata`` replaces the object, ``merge_metadata`` sets only the keys it
+        gives; ``expires_at`` sets when it expires (None: never).
 
         Raises:
             InvalidEntryError: a new value is invalid (whether or not the id is
@@ -492,6 +497,7 @@ class InMemoryStore(InMemoryVectors):
             validated=validated,
             metadata=metadata,
             merge_metadata=merge_metadata,
+            expires_at=expires_at,
         )
         for index, entry in enumerate(self._entries):
             if entry.id == entry_id and self._sees(entry):

@@ -316,12 +316,13 @@ class SyncMemoryStore:
         validated: bool | Unset = UNSET,
         metadata: dict[str, Any] | Unset = UNSET,
         merge_metadata: dict[str, Any] | Unset = UNSET,
+        expires_at: datetime | Unset | None = UNSET,
     ) -> MemoryEntry | None:
         """Change the fields given of the entry with this id; return it updated, or None.
 
         The entry keeps its id, ``created_at``, access stamps and place in
         insertion order. ``metadata`` replaces the object, ``merge_metadata``
-        sets only the keys it gives.
+        sets only the keys it gives; ``expires_at`` sets when it expires (None: never).
 
         Raises:
             InvalidEntryError: a new value is not valid (nothing changes).
@@ -337,6 +338,7 @@ class SyncMemoryStore:
                 validated=validated,
                 metadata=metadata,
                 merge_metadata=merge_metadata,
+                expires_at=expires_at,
             )
         )
 
@@ -380,10 +382,11 @@ class SyncMemoryStore:
         batch_size: int = 1_000,
         *,
         filter: MemoryFilter | None = None,
+        newest_first: bool = False,
     ) -> Iterator[MemoryEntry]:
         """Yield every entry the view reads (that ``filter`` passes) in insertion order.
 
-        ``batch_size`` at a time.
+        ``batch_size`` at a time; ``newest_first``: in the reverse order.
 
         Each batch is its own short read transaction, so the store stays usable
         (from this thread too) while you iterate. Closing the iterator early
@@ -391,7 +394,9 @@ class SyncMemoryStore:
         once. One iterator belongs to one thread at a time.
         """
         return iterate(
-            self._runner, lambda: self._store.iter_entries(batch_size, filter=filter), batch_size
+            self._runner,
+            lambda: self._store.iter_entries(batch_size, filter=filter, newest_first=newest_first),
+            batch_size,
         )
 
     def iter_scoped_entries(
@@ -399,11 +404,14 @@ class SyncMemoryStore:
         batch_size: int = 1_000,
         *,
         filter: MemoryFilter | None = None,
+        newest_first: bool = False,
     ) -> Iterator[tuple[str, MemoryEntry]]:
         """Like :meth:`iter_entries`, each entry with its scope relative to this view's."""
         return iterate(
             self._runner,
-            lambda: self._store.iter_scoped_entries(batch_size, filter=filter),
+            lambda: self._store.iter_scoped_entries(
+                batch_size, filter=filter, newest_first=newest_first
+            ),
             batch_size,
         )
 

@@ -101,6 +101,29 @@ class LoopThread:
             # stops the work: the store rolls its transaction back.
             future.cancel()
 
+    async def arun(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the loop and await its result from another event loop.
+
+        Cancelling the caller cancels ``work``. Raises as :meth:`run` does.
+        """
+        if self.in_loop_thread():
+            work.close()
+            raise RuntimeError("a store's own event loop cannot wait for the store")
+        if os.getpid() != self.started_in:
+            work.close()
+            raise forked_error(self.describe, self.started_in)
+        with self._lock:
+            if self.closed:
+                work.close()
+                raise self.closed_error()
+            future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if self.closed and future.cancelled():
+                raise self.closed_error() from None
+            raise
+
     def close(self, store: SqlMemoryStore | None) -> None:
         """Close ``store`` on the loop, stop the loop and join its thread. Idempotent.
 

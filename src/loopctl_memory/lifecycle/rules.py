@@ -83,12 +83,14 @@ def apply_update(
     validated: bool | Unset = UNSET,
     metadata: dict[str, Any] | Unset = UNSET,
     merge_metadata: dict[str, Any] | Unset = UNSET,
+    expires_at: datetime | Unset | None = UNSET,
 ) -> MemoryEntry:
     """Return a validated copy of ``entry`` with the given fields replaced.
 
     The id, ``created_at``, access count and access and decay stamps are kept.
     ``metadata`` replaces the whole object; ``merge_metadata`` sets the keys it
-    gives and keeps the others (:func:`loopctl_memory.metadata.merged`).
+    gives and keeps the others (:func:`loopctl_memory.metadata.merged`);
+    ``expires_at`` is when it expires (None: never).
 
     Raises:
         InvalidEntryError: a new value is invalid (as :func:`validate_entry`
@@ -103,6 +105,7 @@ def apply_update(
         "relevance": relevance,
         "validated": validated,
         "metadata": metadata,
+        "expires_at": expires_at,
     }
     # Any value at all: validate_entry decides what is acceptable.
     changes: dict[str, Any] = {name: value for name, value in given.items() if value is not UNSET}

@@ -20,6 +20,7 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    true,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -235,17 +236,26 @@ async def page(
     after_seq: int,
     size: int,
     passes: MemoryFilter | None = None,
+    newest_first: bool = False,
 ) -> list[tuple[int, MemoryEntry, str]]:
     """Up to ``size`` entries of the view after insertion number ``after_seq``, in order.
 
-    Each with its seq and its scope's name; only those ``passes`` passes.
+    Each with its seq and its scope's name; only those ``passes`` passes. With
+    ``newest_first``, those before ``after_seq`` (0: from the newest), newest first.
     """
+    after: ColumnElement[bool]
+    order: Any
+    if newest_first:
+        after = entries.c.seq < after_seq if after_seq else true()
+        order = entries.c.seq.desc()
+    else:
+        after, order = entries.c.seq > after_seq, entries.c.seq
     rows = (
         await connection.execute(
             select(*_ENTRY_COLUMNS, scopes.c.name.label("scope_name"))
             .select_from(entries.join(scopes, scopes.c.id == entries.c.scope_id))
-            .where(entries.c.seq > after_seq, scope.condition(), filtering.condition(passes))
-            .order_by(entries.c.seq)
+            .where(after, scope.condition(), filtering.condition(passes))
+            .order_by(order)
             .limit(size)
         )
     ).all()
@@ -451,6 +461,22 @@ async def ids_between(
         .limit(limit)
     )
     return list(rows.scalars())
+
+
+async def scope_names_of(
+    connection: AsyncConnection, ids: Sequence[uuid.UUID], scope: ScopeIds
+) -> dict[uuid.UUID, str]:
+    """The scope name of each of ``ids`` the view reads (those it does not: left out)."""
+    found: dict[uuid.UUID, str] = {}
+    for start in range(0, len(ids), _IDS_PER_STATEMENT):
+        chunk = ids[start : start + _IDS_PER_STATEMENT]
+        rows = await connection.execute(
+            select(entries.c.id, scopes.c.name)
+            .select_from(entries.join(scopes, scopes.c.id == entries.c.scope_id))
+            .where(entries.c.id.in_(chunk), scope.condition())
+        )
+        found.update((entry_id, str(name)) for entry_id, name in rows)
+    return found
 
 
 async def existing_ids(connection: AsyncConnection, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:

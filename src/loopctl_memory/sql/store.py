@@ -148,6 +148,11 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         return self._unit.where
 
     @property
+    def read_only(self) -> bool:
+        """Whether the store was opened with ``read_only=True`` (every write raises)."""
+        return self._unit.read_only
+
+    @property
     def engine(self) -> AsyncEngine:
         """The SQLAlchemy engine, for tools such as migrations; not for writing entries."""
         return self._unit.engine
@@ -434,6 +439,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         validated: bool | lifecycle.Unset = lifecycle.UNSET,
         metadata: dict[str, Any] | lifecycle.Unset = lifecycle.UNSET,
         merge_metadata: dict[str, Any] | lifecycle.Unset = lifecycle.UNSET,
+        expires_at: datetime | lifecycle.Unset | None = lifecycle.UNSET,
     ) -> MemoryEntry | None:
         """Change the fields given of the entry with this id; return it updated, or None.
 
@@ -442,6 +448,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         the next retrieval finds it by its new words only. A new memory's
         vector is made before it, or the entry is pending. ``metadata``
         replaces the object, ``merge_metadata`` sets only the keys it gives.
+        ``expires_at`` sets when it expires (None: never; see :mod:`loopctl_memory.expiry`).
 
         Raises:
             InvalidEntryError: a new value is not valid (nothing changes).
@@ -456,6 +463,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             validated=validated,
             metadata=metadata,
             merge_metadata=merge_metadata,
+            expires_at=expires_at,
         )
         vector = await self._embed_text(memory) if isinstance(memory, str) else None
         return await self._in_scope(
@@ -516,14 +524,17 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         batch_size: int = 1_000,
         *,
         filter: MemoryFilter | None = None,
+        newest_first: bool = False,
     ) -> AsyncIterator[MemoryEntry]:
         """Yield every entry the view reads (that ``filter`` passes) in insertion order.
 
         ``batch_size`` at a time, each batch its own short read transaction, so
         the store stays usable while you iterate; an entry stored meanwhile may
-        or may not be included.
+        or may not be included. ``newest_first``: in the reverse order.
         """
-        async for _, entry in self.iter_scoped_entries(batch_size, filter=filter):
+        async for _, entry in self.iter_scoped_entries(
+            batch_size, filter=filter, newest_first=newest_first
+        ):
             yield entry
 
     async def iter_scoped_entries(
@@ -531,6 +542,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         batch_size: int = 1_000,
         *,
         filter: MemoryFilter | None = None,
+        newest_first: bool = False,
     ) -> AsyncIterator[tuple[str, MemoryEntry]]:
         """Like :meth:`iter_entries`, each entry with its scope relative to this view's."""
         if batch_size < 1:
@@ -540,7 +552,11 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         base = self._scope.name
         while True:
             read_page = functools.partial(
-                repository.page, after_seq=after, size=batch_size, passes=passes
+                repository.page,
+                after_seq=after,
+                size=batch_size,
+                passes=passes,
+                newest_first=bool(newest_first),
             )
             batch = await self._in_scope("export", read_page, write=False)
             for _, entry, name in batch:

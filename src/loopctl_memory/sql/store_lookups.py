@@ -9,13 +9,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
+from loopctl_memory import scopes as scope_names
 from loopctl_memory.entry import MemoryEntry, check_key, id_range, shortest_id, validate_id
 from loopctl_memory.sql import repository
 from loopctl_memory.sql.store_part import StorePart
 
 
 class IdLookups(StorePart):
-    """``ids_with_prefix``, ``short_id``, ``existing_ids``, ``get_by_key`` and ``delete_by_key``."""
+    """``ids_with_prefix``, ``short_id``, ``existing_ids``, ``scopes_of``, lookups by key."""
 
     async def get_by_key(self, key: str) -> MemoryEntry | None:
         """The entry of the store's own scope holding ``key``, or None.
@@ -88,3 +89,25 @@ class IdLookups(StorePart):
         return await self._unit.run(
             "find stored ids", lambda c: repository.existing_ids(c, wanted), write=False
         )
+
+    async def scopes_of(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The scope of each of ``ids`` the view reads, relative to the view (``""``: its own).
+
+        An id the view does not read (absent, in a scope outside it, expired) is
+        left out. One read transaction: what a caller of :meth:`retrieve` on a
+        view over descendants asks to know where each entry found lives.
+
+        Raises:
+            InvalidEntryError: an id is not a ``uuid.UUID``.
+
+        """
+        wanted = [validate_id(entry_id) for entry_id in ids]
+        if not wanted:
+            return {}
+        base = self._scope.name
+        found = await self._in_scope(
+            "find scopes",
+            lambda c, scope: repository.scope_names_of(c, wanted, scope),
+            write=False,
+        )
+        return {entry_id: scope_names.relative(base, name) for entry_id, name in found.items()}
