@@ -5,7 +5,8 @@ model: it runs in a worker thread, so the event loop keeps serving) or
 asynchronous (an HTTP endpoint). Either way the call is bounded by a timeout
 and its answer checked: one finite row of ``dims`` numbers a text. A stored
 vector is that row in binary32 scaled to unit length (a zero row stays zero),
-so a cosine is a dot product.
+so a cosine is a dot product. The embedder never sees an empty memory: its
+vector is zero.
 
 The ``vector`` score of an entry is the cosine of its vector and the query's:
 the binary64 sum of the binary32 unit vectors' products, rounded to binary32.
@@ -83,10 +84,19 @@ async def embed_documents(embedder: Embedder, texts: Sequence[str], seconds: flo
             answered in another shape or with a number not finite.
 
     """
-    if not texts:
-        return np.empty((0, embedder.dims), np.float32)
-    found = await _call(embedder, embedder.embed_documents, list(texts), seconds)
-    return unit_rows(found, len(texts), embedder.dims)
+    rows = np.zeros((len(texts), embedder.dims), np.float32)
+    # An empty memory means nothing: its vector is zero (no cosine with any query),
+    # made without a call (an endpoint may refuse "", and one refusal fails a batch).
+    meant = [at for at, text in enumerate(texts) if text]
+    if not meant:
+        return rows
+    given = texts if len(meant) == len(texts) else [texts[at] for at in meant]
+    found = await _call(embedder, embedder.embed_documents, list(given), seconds)
+    made = unit_rows(found, len(given), embedder.dims)
+    if len(meant) == len(texts):
+        return made
+    rows[meant] = made
+    return rows
 
 
 async def embed_in_calls(

@@ -108,6 +108,37 @@ async def test_a_changed_memory_is_pending_until_its_new_vector_is_made(store_fa
     assert await store.pending_embeddings() == 0
 
 
+class RefusesEmpty(WordsEmbedder):
+    """An endpoint that refuses an empty text, as some do; records every text it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.given: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if "" in texts:
+            raise ValueError("input must not be empty")
+        self.given += texts
+        return super().embed_documents(texts)
+
+
+async def test_an_empty_memory_is_never_sent_to_the_embedder_and_never_pending(store_factory):
+    embedder = RefusesEmpty()
+    store = await store_factory(embedder=embedder)
+    empty = MemoryEntry(MemoryCategory.FACT, "")
+    await store.store_many([MemoryEntry(MemoryCategory.FACT, "cache misses"), empty])
+    await store.store(MemoryEntry(MemoryCategory.FACT, ""))
+    changed = MemoryEntry(MemoryCategory.FACT, "database locked")
+    await store.store(changed)
+    await store.update(changed.id, memory="")
+    assert await store.pending_embeddings() == 0
+    assert "" not in embedder.given
+    assert embedder.given[-2:] == ["cache misses", "database locked"]
+    found = await store.retrieve("cache misses", 10, ranking="vector")
+    assert found[0].memory == "cache misses"
+    assert await store.count() == 4
+
+
 @pytest.mark.parametrize("backend", ["sqlite-file"], indirect=True)
 async def test_the_vectors_are_the_embedders_unit_vectors_in_binary32(store_factory, tmp_path):
     store = await store_factory(embedder=WordsEmbedder())
