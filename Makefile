@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv and install the package with its dev tools
 
 lint: $(STAMP) ## ruff (lint and format check) and mypy --strict
-	$(BIN)/ruff check src tests benchmarks migrations
-	$(BIN)/ruff format --check src tests benchmarks migrations
+	$(BIN)/ruff check src tests benchmarks migrations examples
+	$(BIN)/ruff format --check src tests benchmarks migrations examples
 	$(BIN)/mypy
 
 test: lint ## Lint, type-check and run the whole test suite (on up to 4 cores)
@@ -52,7 +52,7 @@ bench-ab: $(STAMP) ## A base revision against the working tree in one run (BASE=
 	$(BIN)/python -m benchmarks.ab --base $(BASE) --out benchmarks/RESULTS.md $(AB_ARGS)
 
 format: $(STAMP) ## Format and auto-fix the code
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks examples
+	$(BIN)/ruff check --fix src tests benchmarks examples
 
 .PHONY: help install lint test test-pg demo bench bench-ab format

@@ -24,32 +24,33 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_memory.p
 def _start(
     target: str | Path, user: str, *messages: str, as_json: bool = True
 ) -> subprocess.Popen[str]:
-    command = [sys.executable, str(EXAMPLE), "--db", str(target), "--user", user, *messages]
-    if as_json:
-        command.insert(2, "--json")
+    """The example on ``target`` as ``user``: a run of its graph a message."""
+    options = ["--db", str(target), "--user", user, *(["--json"] if as_json else [])]
     return subprocess.Popen(
-        command,
+        [sys.executable, str(EXAMPLE), *options, *messages],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=Path(target).parent if isinstance(target, Path) else None,
     )
 
 
-def _output(child: subprocess.Popen[str]) -> list[str]:
-    out, err = child.communicate(timeout=120)
-    assert 0 == child.returncode, err
-    return out.splitlines()
+def _outputs(*children: subprocess.Popen[str]) -> list[list[str]]:
+    """Each child's lines, once all have ended (each must succeed)."""
+    done = [child.communicate(timeout=120) for child in children]
+    for child, (_, err) in zip(children, done, strict=True):
+        assert 0 == child.returncode, err
+    return [out.splitlines() for out, _ in done]
 
 
-def _states(child: subprocess.Popen[str]) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in _output(child)]
+def _states(lines: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in lines]
 
 
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
 def test_what_one_process_is_told_the_next_recalls_for_that_user_only(backend, tmp_path):
     target = asyncio.run(shared_target(backend, tmp_path))
-    told, asked = _states(_start(target, "ada", "I like green tea.", "What do I like to drink?"))
+    [first] = _outputs(_start(target, "ada", "I like green tea.", "What do I like to drink?"))
+    told, asked = _states(first)
     assert ["I like green tea"] == told["remembered"]
     assert "Noted: I like green tea." == told["answer"]
     # The next run of the graph in the same process finds it in the store.
@@ -58,7 +59,8 @@ def test_what_one_process_is_told_the_next_recalls_for_that_user_only(backend, t
     # Two more processes at once, both only reading: Ada's recalls it, Bob's has nothing.
     ada = _start(target, "ada", "What do I like to drink?", "What is my name?")
     bob = _start(target, "bob", "What do I like to drink?", as_json=False)
-    later, unknown = _states(ada)
+    ada_lines, bob_lines = _outputs(ada, bob)
+    later, unknown = _states(ada_lines)
     assert {
         "user": "ada",
         "message": "What do I like to drink?",
@@ -66,4 +68,4 @@ def test_what_one_process_is_told_the_next_recalls_for_that_user_only(backend, t
         "recalled": ["I like green tea"],
     } == later
     assert [] == unknown["recalled"]  # no word of the question ranks the fact
-    assert ["I don't know: you haven't told me."] == _output(bob)
+    assert ["I don't know: you haven't told me."] == bob_lines

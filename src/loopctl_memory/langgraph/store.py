@@ -345,12 +345,12 @@ class LangGraphStore(BaseStore):
         if len(found) < want:
             listed = {entry.id for entry, _ in found}
             newest = self._newest(view, op, passes)
-        async with contextlib.aclosing(newest):
-            async for entry in newest:
-                if entry.id not in listed:
-                    found.append((entry, None))
-                    if len(found) == want:
-                        break
+            async with contextlib.aclosing(newest):
+                async for entry in newest:
+                    if entry.id not in listed:
+                        found.append((entry, None))
+                        if len(found) == want:
+                            break
         found = found[op.offset :]
         where = await self._everything.scopes_of([entry.id for entry, _ in found])
         items = [
