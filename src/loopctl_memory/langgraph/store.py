@@ -61,6 +61,7 @@ from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch, flat_entry
 from loopctl_memory.langgraph import namespaces, values
 from loopctl_memory.langgraph.embeddings import embedder_of
+from loopctl_memory.metadata import check_metadata
 from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql.opening import OpenOptions, open_store
 from loopctl_memory.sql.store import SqlMemoryStore
@@ -298,6 +299,7 @@ class LangGraphStore(BaseStore):
         value = op.value
         if not isinstance(value, Mapping):
             raise InvalidArgumentError(f"a value is a dict, not {type(value).__name__}")
+        value = check_metadata(dict(value))  # before its text is read: JSON, or an error
         if op.index is False:
             text = ""
         else:
@@ -310,7 +312,7 @@ class LangGraphStore(BaseStore):
                 text,
                 tags=[] if ttl is None else [f"{TTL_TAG}{float(ttl)!r}"],
                 created_at=now,
-                metadata=dict(value),
+                metadata=value,
                 key=str(op.key),
                 expires_at=None if ttl is None else now + timedelta(minutes=ttl),
             )
