@@ -11,6 +11,7 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from loopctl_memory import InvalidArgumentError, ReadOnlyStoreError
+from loopctl_memory import InvalidArgumentError, ReadOnlyStoreError, sync
 from loopctl_memory.langgraph import LangGraphStore
 from tests.embedders import WordsEmbedder
 
@@ -197,6 +198,25 @@ def test_ttl_config_sets_default_ttl_and_whether_reads_refresh():
         assert store.sweep_ttl() == 2
         assert store.sweep_ttl() == 0
         assert store.list_namespaces() == [("t",)]
+
+
+def test_ttl_config_sweeps_expired_items_on_a_timer(tmp_path: Path):
+    clock = Clock()
+    path = tmp_path / "memory.db"
+    ttl = TTLConfig(sweep_interval_minutes=0.001)
+    with (
+        LangGraphStore.from_conn_string(path, ttl=ttl, clock=clock) as store,
+        sync.open_store(path) as beside,
+    ):
+        store.put(("t",), "old", {"v": 1}, ttl=1)
+        store.put(("t",), "kept", {"v": 2})
+        clock.now += timedelta(minutes=1)
+        # The rows stay until a sweep: another store counts them, expired or not.
+        deadline = time.monotonic() + 120
+        while beside.scopes() != [("t", 1)]:
+            assert time.monotonic() < deadline, "the sweeper never swept"
+            time.sleep(0.05)
+        assert [item.key for item in store.search(("t",))] == ["kept"]
 
 
 def test_a_refreshing_search_moves_the_expiry_of_what_it_returns_only():
