@@ -45,6 +45,7 @@ bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust, then sc
 	$(BIN)/python -m benchmarks.bm25_bench --out benchmarks/RESULTS.md $(BM25_ARGS)
 	$(BIN)/python -m benchmarks.vector_bench --out benchmarks/RESULTS.md $(VECTOR_ARGS)
 	$(BIN)/python -m benchmarks.giant_bench --out benchmarks/RESULTS.md
+	$(BIN)/python -m benchmarks.langgraph_bench --out benchmarks/RESULTS.md
 
 BASE ?= HEAD~1
 AB_ARGS ?=

@@ -203,7 +203,8 @@ def test_ttl_config_sets_default_ttl_and_whether_reads_refresh():
 def test_ttl_config_sweeps_expired_items_on_a_timer(tmp_path: Path):
     clock = Clock()
     path = tmp_path / "memory.db"
-    ttl = TTLConfig(sweep_interval_minutes=0.001)
+    # LangGraph types it an int of minutes; this store takes any positive number.
+    ttl = TTLConfig(sweep_interval_minutes=0.001)  # type: ignore[typeddict-item]
     with (
         LangGraphStore.from_conn_string(path, ttl=ttl, clock=clock) as store,
         sync.open_store(path) as beside,
