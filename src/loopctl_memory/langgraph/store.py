@@ -61,7 +61,6 @@ from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch, flat_entry
 from loopctl_memory.langgraph import namespaces, values
 from loopctl_memory.langgraph.embeddings import embedder_of
-from loopctl_memory.metadata import check_metadata
 from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql.opening import OpenOptions, open_store
 from loopctl_memory.sql.store import SqlMemoryStore
@@ -299,24 +298,23 @@ class LangGraphStore(BaseStore):
         value = op.value
         if not isinstance(value, Mapping):
             raise InvalidArgumentError(f"a value is a dict, not {type(value).__name__}")
-        value = check_metadata(dict(value))  # before its text is read: JSON, or an error
-        if op.index is False:
-            text = ""
-        else:
-            paths = self._paths if op.index is None else values.paths_of(op.index)
-            text = values.text_of(value, paths)
         ttl = op.ttl
-        return check_entry(
+        # Checked before its text is read: the value is JSON (the text, a str of it), or an error.
+        entry = check_entry(
             MemoryEntry(
                 MemoryCategory.FACT,
-                text,
+                "",
                 tags=[] if ttl is None else [f"{TTL_TAG}{float(ttl)!r}"],
                 created_at=now,
-                metadata=value,
+                metadata=dict(value),
                 key=str(op.key),
                 expires_at=None if ttl is None else now + timedelta(minutes=ttl),
             )
         )
+        if op.index is not False:
+            paths = self._paths if op.index is None else values.paths_of(op.index)
+            entry.memory = values.text_of(entry.metadata, paths)
+        return entry
 
     async def _refresh(self, found: Iterable[MemoryEntry]) -> None:
         """Each of ``found`` that has a ttl expires that long after now (in the store and here)."""
