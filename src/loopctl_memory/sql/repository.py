@@ -181,17 +181,22 @@ async def count(
 
 
 async def keyed_entry(
-    connection: AsyncConnection, scope_name: str, key: str, clock: Clock
+    connection: AsyncConnection, scope_name: str, key: str, clock: Clock, known_id: int | None
 ) -> MemoryEntry | None:
-    """The entry of scope ``scope_name`` holding ``key`` and live at ``clock()``, or None."""
-    own = await scope_id(connection, scope_name)
+    """The entry of scope ``scope_name`` holding ``key`` and live at ``clock()``, or None.
+
+    ``known_id``: the scope's id if the caller knows it (a lookup fewer). The
+    clock is read only when the entry found has an expiry.
+    """
+    own = known_id if known_id is not None else await scope_id(connection, scope_name)
     if own is None:
         return None
-    live = ScopeIds((own,), await expired_by(connection, clock)).condition()
     row = (
-        await connection.execute(select(*_ENTRY_COLUMNS).where(keys.holding(own, key), live))
+        await connection.execute(select(*_ENTRY_COLUMNS).where(keys.holding(own, key)))
     ).one_or_none()
-    return None if row is None else (await _load(connection, [row.seq], rows=[row]))[row.seq]
+    if row is None or (row.expires_at_us is not None and row.expires_at_us <= clock()):
+        return None
+    return (await _load(connection, [row.seq], rows=[row]))[row.seq]
 
 
 async def delete_keyed(

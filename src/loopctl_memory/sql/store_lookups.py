@@ -29,8 +29,9 @@ class IdLookups(StorePart):
 
         """
         key, name, clock = check_key(key), self._scope.name, self._shared.now_us
+        known = self._shared.scope_ids.get(name)  # a committed name keeps its id for ever
         found = await self._unit.run(
-            "get", lambda c: repository.keyed_entry(c, name, key, clock), write=False
+            "get", lambda c: repository.keyed_entry(c, name, key, clock, known), write=False
         )
         return await self._refreshed(found)
 
