@@ -188,15 +188,17 @@ async def keyed_entry(
     ``known_id``: the scope's id if the caller knows it (a lookup fewer). The
     clock is read only when the entry found has an expiry.
     """
-    own = known_id if known_id is not None else await scope_id(connection, scope_name)
-    if own is None:
+    if known_id is not None:
+        found = await _one_with_tags(connection, entries, keys.holding(known_id, key))
+    else:  # the scope found by its name in the same statement
+        named = entries.join(scopes, scopes.c.id == entries.c.scope_id)
+        found = await _one_with_tags(
+            connection, named, scopes.c.name == scope_name, entries.c.key == key
+        )
+    if found is None:
         return None
-    row = (
-        await connection.execute(select(*_ENTRY_COLUMNS).where(keys.holding(own, key)))
-    ).one_or_none()
-    if row is None or (row.expires_at_us is not None and row.expires_at_us <= clock()):
-        return None
-    return (await _load(connection, [row.seq], rows=[row]))[row.seq]
+    expires_us = microseconds(found[1].expires_at)
+    return None if expires_us is not None and expires_us <= clock() else found[1]
 
 
 async def delete_keyed(
@@ -407,15 +409,28 @@ async def seq_of(
     connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds
 ) -> tuple[int, MemoryEntry] | None:
     """The view's entry with this id and its seq, or None."""
-    row = (
+    return await _one_with_tags(connection, entries, entries.c.id == entry_id, scope.condition())
+
+
+async def _one_with_tags(
+    connection: AsyncConnection, source: Any, *conditions: ColumnElement[bool]
+) -> tuple[int, MemoryEntry] | None:
+    """The one entry of ``source`` meeting ``conditions`` (a unique lookup), and its seq.
+
+    Its tags come in the same statement, a row each (one lookup, not two).
+    """
+    rows = (
         await connection.execute(
-            select(*_ENTRY_COLUMNS).where(entries.c.id == entry_id, scope.condition())
+            select(*_ENTRY_COLUMNS, tags.c.tag.label("joined_tag"))
+            .select_from(source.outerjoin(tags, tags.c.entry_seq == entries.c.seq))
+            .where(*conditions)
+            .order_by(tags.c.position)
         )
-    ).one_or_none()
-    if row is None:
+    ).all()
+    if not rows:
         return None
-    found = await _load(connection, [row.seq], rows=[row])
-    return row.seq, found[row.seq]
+    first = rows[0]
+    return first.seq, _entry(first, [row.joined_tag for row in rows if row.joined_tag is not None])
 
 
 async def update_entry(
