@@ -111,6 +111,11 @@ class SyncMemoryStore:
         """Where the store lives (":memory:", a file path, or a URL without password)."""
         return self._store.target
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened with ``read_only=True`` (every write raises)."""
+        return self._store.read_only
+
     # --- the LoopMemory contract, blocking ---
 
     def store(self, entry: MemoryEntry) -> None:
@@ -434,6 +439,10 @@ class SyncMemoryStore:
     def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
         """Which of ``ids`` are already stored, in any scope (ids are unique across the store)."""
         return self._runner.run(self._store.existing_ids(list(ids)))
+
+    def scopes_of(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The scope of each of ``ids`` the view reads, relative to the view (``""``: its own)."""
+        return self._runner.run(self._store.scopes_of(list(ids)))
 
     # --- lifecycle ---
 

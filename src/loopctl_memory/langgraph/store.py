@@ -281,14 +281,19 @@ class LangGraphStore(BaseStore):
         return _item(found, tuple(op.namespace))
 
     async def _write(self, puts: list[PutOp]) -> None:
-        batch = FlatBatch([], [])
         now = self._clock()
-        for op in puts:
-            if op.value is None:
-                continue
-            entry = self._entry(op, now)
-            batch.add(flat_entry(entry, namespaces.scope_of(op.namespace)), entry.tags)
-        if len(batch):
+        stored = [
+            (namespaces.scope_of(op.namespace), self._entry(op, now))
+            for op in puts
+            if op.value is not None
+        ]
+        if len(stored) == 1:  # one put (the usual): the store's lane for one entry
+            scope, entry = stored[0]
+            await self._view(scope).store(entry)
+        elif stored:  # one transaction for them all
+            batch = FlatBatch([], [])
+            for scope, entry in stored:
+                batch.add(flat_entry(entry, scope), entry.tags)
             await self.memory.store_flat(batch)
         for op in puts:
             if op.value is None:

@@ -29,12 +29,13 @@ from loopctl_memory import scopes as scope_names
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.filters import MemoryFilter
-from loopctl_memory.flat import EPOCH, MICROSECOND, FlatBatch, microseconds, moment
+from loopctl_memory.flat import FlatBatch, microseconds
 from loopctl_memory.lifecycle import ForgetRule
-from loopctl_memory.metadata import decoded, encoded
+from loopctl_memory.metadata import encoded
 from loopctl_memory.scoring import PRUNE_THRESHOLD
 from loopctl_memory.sql import fields, filtering, index, keys
-from loopctl_memory.sql.backend import Reader, Statement, backend_of
+from loopctl_memory.sql.backend import Statement, backend_of
+from loopctl_memory.sql.entry_rows import ENTRY_NAMES, IDS_PER_STATEMENT, chunks, entry_of
 from loopctl_memory.sql.fields import INSERT_FIELDS
 from loopctl_memory.sql.scope_rows import (
     EVERY_SCOPE,
@@ -45,7 +46,6 @@ from loopctl_memory.sql.scope_rows import (
     scope_id,
 )
 from loopctl_memory.sql.tables import (
-    ENTRY_FIELDS,
     INSERT_ENTRIES,
     INSERT_TAGS,
     INSERT_VECTORS,
@@ -59,13 +59,7 @@ from loopctl_memory.sql.tables import (
 from loopctl_memory.sql.term_ids import KnownTerms
 from loopctl_memory.sql.tuning import Tuning
 
-# Keeps IN (...) lists under SQLite's limit on bound parameters (32766).
-_IDS_PER_STATEMENT = 10_000
-
-# What a MemoryEntry is read from: every column but the lowercase copy (kept for search)
-# and the scope (a view's, not the entry's).
-_ENTRY_NAMES = tuple(name for name in ENTRY_FIELDS if name not in ("memory_lower", "scope_id"))
-_ENTRY_COLUMNS = tuple(entries.c[name] for name in _ENTRY_NAMES)
+_ENTRY_COLUMNS = tuple(entries.c[name] for name in ENTRY_NAMES)
 
 
 # --- writing ---------------------------------------------------------------
@@ -180,27 +174,6 @@ async def count(
     return total - int((await connection.execute(statement.where(scope.expired()))).scalar_one())
 
 
-async def keyed_entry(
-    connection: AsyncConnection, scope_name: str, key: str, clock: Clock, known_id: int | None
-) -> MemoryEntry | None:
-    """The entry of scope ``scope_name`` holding ``key`` and live at ``clock()``, or None.
-
-    ``known_id``: the scope's id if the caller knows it (a lookup fewer). The
-    clock is read only when the entry found has an expiry.
-    """
-    if known_id is not None:
-        found = await _one_with_tags(connection, entries, keys.holding(known_id, key))
-    else:  # the scope found by its name in the same statement
-        named = entries.join(scopes, scopes.c.id == entries.c.scope_id)
-        found = await _one_with_tags(
-            connection, named, scopes.c.name == scope_name, entries.c.key == key
-        )
-    if found is None:
-        return None
-    expires_us = microseconds(found[1].expires_at)
-    return None if expires_us is not None and expires_us <= clock() else found[1]
-
-
 async def delete_keyed(
     connection: AsyncConnection, scope_name: str, key: str, clock: Clock
 ) -> bool:
@@ -301,7 +274,7 @@ async def rewrite(
     ``texts_changed``: the seqs whose memory changed, whose vectors go (they
     were made from the old text).
     """
-    for changed in _chunks(sorted(set(texts_changed)), _IDS_PER_STATEMENT):
+    for changed in chunks(sorted(set(texts_changed)), IDS_PER_STATEMENT):
         await connection.execute(delete(vectors).where(vectors.c.entry_seq.in_(changed)))
     if rows:
         statement = (
@@ -348,7 +321,7 @@ async def rewrite(
     retagged = set(tags_of)
     if retagged:
         by_seq = dict(rows)
-        for chunk in _chunks(sorted(retagged), _IDS_PER_STATEMENT):
+        for chunk in chunks(sorted(retagged), IDS_PER_STATEMENT):
             await connection.execute(delete(tags).where(tags.c.entry_seq.in_(chunk)))
         tag_rows = [
             {"entry_seq": seq, "position": position, "tag": tag, "tag_lower": tag.lower()}
@@ -430,7 +403,9 @@ async def _one_with_tags(
     if not rows:
         return None
     first = rows[0]
-    return first.seq, _entry(first, [row.joined_tag for row in rows if row.joined_tag is not None])
+    return first.seq, entry_of(
+        first, [row.joined_tag for row in rows if row.joined_tag is not None]
+    )
 
 
 async def update_entry(
@@ -488,8 +463,8 @@ async def scope_names_of(
 ) -> dict[uuid.UUID, str]:
     """The scope name of each of ``ids`` the view reads (those it does not: left out)."""
     found: dict[uuid.UUID, str] = {}
-    for start in range(0, len(ids), _IDS_PER_STATEMENT):
-        chunk = ids[start : start + _IDS_PER_STATEMENT]
+    for start in range(0, len(ids), IDS_PER_STATEMENT):
+        chunk = ids[start : start + IDS_PER_STATEMENT]
         rows = await connection.execute(
             select(entries.c.id, scopes.c.name)
             .select_from(entries.join(scopes, scopes.c.id == entries.c.scope_id))
@@ -502,8 +477,8 @@ async def scope_names_of(
 async def existing_ids(connection: AsyncConnection, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     """Which of ``ids`` an entry of any scope holds: a lookup of the unique id index."""
     found: set[uuid.UUID] = set()
-    for start in range(0, len(ids), _IDS_PER_STATEMENT):
-        chunk = ids[start : start + _IDS_PER_STATEMENT]
+    for start in range(0, len(ids), IDS_PER_STATEMENT):
+        chunk = ids[start : start + IDS_PER_STATEMENT]
         rows = await connection.execute(select(entries.c.id).where(entries.c.id.in_(chunk)))
         found.update(rows.scalars())
     return found
@@ -534,38 +509,8 @@ async def summarise(connection: AsyncConnection, scope: ScopeIds = EVERY_SCOPE) 
     return Summary(sum(by_category.values()), by_category, histogram)
 
 
-_ENTRIES_WITH_TAGS = (
-    f"SELECT {', '.join(f'e.{name}' for name in _ENTRY_NAMES)}, t.tag"  # noqa: S608
-    " FROM entries e LEFT JOIN tags t ON t.entry_seq = e.seq"
-    " WHERE e.seq IN ({}) ORDER BY e.seq, t.position"
-)
-
-
-def entries_by_seq(reader: Reader, seqs: Sequence[int]) -> list[MemoryEntry]:
-    """The entries with these insertion numbers, in the order given (all must exist).
-
-    One statement (per ``_IDS_PER_STATEMENT``) reads the entries joined with their tags.
-    """
-    backend = reader.backend
-    decode, decode_uuid = backend.decode, backend.decode_uuid
-    found: dict[int, MemoryEntry] = {}
-    for chunk in _chunks(seqs, _IDS_PER_STATEMENT):
-        statement = _ENTRIES_WITH_TAGS.format(", ".join("?" * len(chunk)))
-        for seq, entry_id, category, memory, *rest, stored_key, expires, tag in reader.all(
-            statement, chunk
-        ):
-            entry = found.get(seq)
-            if entry is None:
-                key = None if stored_key is None else decode(stored_key)
-                fields = (seq, decode_uuid(entry_id), category, decode(memory), *rest, key, expires)
-                entry = found[seq] = _entry(fields, [])
-            if tag is not None:  # a tag is never NULL: None is the outer join's "no tag"
-                entry.tags.append(decode(tag))
-    return [found[seq] for seq in seqs]
-
-
 def remove_seqs(connection: AsyncConnection, seqs: Sequence[int]) -> Awaitable[int]:
-    """Remove the entries at these seqs (at most ``_IDS_PER_STATEMENT``), logged."""
+    """Remove the entries at these seqs (at most ``IDS_PER_STATEMENT``), logged."""
     return remove(connection, entries.c.seq.in_(list(seqs)))
 
 
@@ -588,7 +533,7 @@ async def _load(
 ) -> dict[int, MemoryEntry]:
     """The entries of these rows of ``_ENTRY_COLUMNS``, with their tags."""
     tags_of: dict[int, list[str]] = {seq: [] for seq in seqs}
-    for chunk in _chunks(seqs, _IDS_PER_STATEMENT):
+    for chunk in chunks(seqs, IDS_PER_STATEMENT):
         tag_result = await connection.execute(
             select(tags.c.entry_seq, tags.c.tag)
             .where(tags.c.entry_seq.in_(chunk))
@@ -596,43 +541,4 @@ async def _load(
         )
         for entry_seq, tag in tag_result:
             tags_of[entry_seq].append(tag)
-    return {row.seq: _entry(row, tags_of[row.seq]) for row in rows}
-
-
-def _entry(fields: Sequence[Any], entry_tags: list[str]) -> MemoryEntry:
-    """An entry from its ``_ENTRY_NAMES`` values, in that order, as Python values."""
-    (
-        _,
-        entry_id,
-        category,
-        memory,
-        relevance,
-        created_us,
-        access_count,
-        validated,
-        accessed_us,
-        decayed_us,
-        stored_metadata,
-        key,
-        expires_us,
-    ) = fields[: len(_ENTRY_NAMES)]
-    return MemoryEntry(
-        category=MemoryCategory(category),
-        memory=memory,
-        tags=entry_tags,
-        relevance=relevance,
-        id=entry_id,
-        created_at=EPOCH + created_us * MICROSECOND,
-        access_count=access_count,
-        validated=bool(validated),
-        last_accessed=moment(accessed_us),
-        last_decayed=moment(decayed_us),
-        metadata=decoded(stored_metadata),
-        key=key,
-        expires_at=moment(expires_us),
-    )
-
-
-def _chunks(items: Sequence[int], size: int) -> Iterable[Sequence[int]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+    return {row.seq: entry_of(row, tags_of[row.seq]) for row in rows}

@@ -26,7 +26,7 @@ from loopctl_memory.lifecycle import access_matches, check_now, stamp_accessed
 from loopctl_memory.rankings import Explanation, explain_single
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
-from loopctl_memory.sql import filtering, repository
+from loopctl_memory.sql import entry_rows, filtering
 from loopctl_memory.sql.backend import Reader, Statement
 from loopctl_memory.sql.ranking import bm25, context, reference, vector
 from loopctl_memory.sql.ranking.context import Scored
@@ -82,7 +82,7 @@ async def retrieve_explained(
         seqs = [item.seq for item in found]
         return (
             seqs,
-            repository.entries_by_seq(reader, seqs),
+            entry_rows.entries_by_seq(reader, seqs),
             _explained(state, reader, request, found),
         )
 

@@ -171,8 +171,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         batch = self._with_default_expiry(flatten((check_entry(entry),)))
         shared = self._shared
         embedded = await self._embed(batch)
-        # A keyed entry replaces another: the batch lane removes it in the same transaction.
-        scope_id = shared.scope_ids.get(self._scope.name) if entry.key is None else None
+        scope_id = shared.scope_ids.get(self._scope.name)
         seq = None if scope_id is None else await self._unit.store_one(batch, scope_id)
         if seq is None:
             await self._write(batch)

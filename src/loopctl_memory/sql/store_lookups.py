@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.entry import MemoryEntry, check_key, id_range, shortest_id, validate_id
-from loopctl_memory.sql import repository
+from loopctl_memory.sql import entry_rows, repository
 from loopctl_memory.sql.store_part import StorePart
 
 
@@ -29,10 +29,7 @@ class IdLookups(StorePart):
 
         """
         key, name, clock = check_key(key), self._scope.name, self._shared.now_us
-        known = self._shared.scope_ids.get(name)  # a committed name keeps its id for ever
-        found = await self._unit.run(
-            "get", lambda c: repository.keyed_entry(c, name, key, clock, known), write=False
-        )
+        found = await self._unit.read("get", lambda r: entry_rows.keyed_entry(r, name, key, clock))
         return await self._refreshed(found)
 
     async def delete_by_key(self, key: str) -> bool:

@@ -48,6 +48,15 @@ _INSERT_ONE = (
     f" FROM index_state), 0)) + 1 FROM entries), {', '.join('?' * (len(ENTRY_FIELDS) - 1))})"
 )
 
+# A keyed entry replaces the one of its scope holding its key: as repository.remove does,
+# the removal logged for other processes, its seq never given out again, then deleted.
+_LOG_KEYED = "INSERT INTO changes (seq) SELECT seq FROM entries WHERE scope_id = ? AND key = ?"
+_FLOOR_KEYED = (
+    "UPDATE index_state SET removed_through = max(removed_through,"
+    " (SELECT max(seq) FROM entries WHERE scope_id = ? AND key = ?))"
+)
+_DELETE_KEYED = "DELETE FROM entries WHERE scope_id = ? AND key = ?"
+
 
 # KiB (negative). The random-UUID unique index misses the default 2 MiB; at 1M entries
 # 32 MiB stores as fast as 64 (the OS keeps the file's pages) and the queries' pages
@@ -183,6 +192,10 @@ class SqliteBackend(Backend):
         connection.execute("BEGIN IMMEDIATE")
         try:
             entry = batch.entries[0]
+            key = entry[12]
+            if key is not None and connection.execute(_LOG_KEYED, (scope_id, key)).rowcount:
+                connection.execute(_FLOOR_KEYED, (scope_id, key))
+                connection.execute(_DELETE_KEYED, (scope_id, key))
             row = (*entry[:10], scope_id, *entry[11:])
             seq = int(connection.execute(_INSERT_ONE, row).lastrowid)
             if batch.tags:
