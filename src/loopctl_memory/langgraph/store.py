@@ -5,26 +5,35 @@ of its scope that holds its key: ``put`` stores a memory with the key (replacing
 the one that had it), ``value=None`` deletes it. The value is the memory's
 metadata; its indexed fields are the memory's text (:mod:`.values`).
 
-Semantics, where LangGraph's own stores differ, and which this one follows:
+Semantics, where LangGraph's own stores differ, which this one follows and why:
 
 - A batch reads first (gets, searches, listings see the store as it was
   before the batch), then writes; of two puts of one item the last wins; all
-  the batch's puts are one transaction. As ``InMemoryStore`` does.
+  the batch's puts are one transaction. As ``InMemoryStore`` does: the one
+  definition LangGraph's tests hold every store to.
 - ``search`` without a query lists the newest first (the last put first), as
   ``SqliteStore`` and ``PostgresStore`` do (``ORDER BY updated_at DESC``);
-  ``InMemoryStore`` lists by namespace, then by first put.
+  ``InMemoryStore`` lists by namespace, then by first put. A persistent store's
+  users see the database stores' order, and an agent listing its memories
+  wants the latest first.
 - ``search`` with a query ranks by ``hybrid`` with an embedder, ``bm25``
   without (``ranking=`` picks another), items the ranking does not list (no
   word of the query, no text, or ``index=False``) following, newest first,
-  with ``score=None`` (``InMemoryStore`` adds its unembedded items the same way).
-- ``list_namespaces`` lists the namespaces that hold items, in tuple order
-  (``InMemoryStore`` also lists those emptied or only read from;
-  ``SqliteStore`` orders by the dotted text).
+  with ``score=None``, as ``InMemoryStore`` adds its unembedded items: a
+  filter that leaves fewer items than the limit answers all of them, as in
+  every LangGraph store.
+- ``list_namespaces`` lists the namespaces that hold items, in tuple order.
+  ``InMemoryStore`` also lists namespaces emptied or only read from (an
+  accident of its dictionaries); ``SqliteStore`` orders by the dotted text,
+  which puts ``("a-b",)`` before ``("a", "b")``.
 - An item expires ``ttl`` minutes after its put: from then on no read sees
-  it (``SqliteStore`` and ``PostgresStore`` show it until their sweeper runs);
-  a read with ``refresh_ttl`` moves its expiry to ``ttl`` minutes after the
-  read. ``TTLConfig(sweep_interval_minutes=...)`` deletes expired items on a
-  timer; ``sweep_ttl()`` does it now.
+  it (``SqliteStore`` and ``PostgresStore`` show it until their sweeper runs,
+  so what a read returns would depend on a timer); a read with
+  ``refresh_ttl`` moves its expiry to ``ttl`` minutes after the read.
+  ``TTLConfig(sweep_interval_minutes=...)`` deletes expired items on a timer;
+  ``sweep_ttl()`` does it now.
+- A filter key is a top-level key of the value, as in ``InMemoryStore``
+  (``SqliteStore`` reads ``"a.b"`` as a path into the value).
 """
 
 from __future__ import annotations
@@ -118,8 +127,7 @@ class LangGraphStore(BaseStore):
         clock: Callable[[], datetime],
     ) -> None:
         """Use :meth:`from_conn_string`; this takes a store already opened on ``runner``."""
-        self.memory = memory
-        """The loopctl-memory store beneath (the root scope: every namespace)."""
+        self._memory = memory  # bound to the runner's loop: used from it only
         self.ranking = ranking
         """How a search with a query ranks: ``hybrid``, ``bm25``, ``vector`` or ``reference``."""
         self.ttl_config = ttl
@@ -208,11 +216,11 @@ class LangGraphStore(BaseStore):
 
     def sweep_ttl(self) -> int:
         """Delete the items that have expired now; return how many (reads never see them)."""
-        return self._runner.run(self.memory.with_descendants().sweep_expired())
+        return self._runner.run(self._memory.with_descendants().sweep_expired())
 
     async def asweep_ttl(self) -> int:
         """:meth:`sweep_ttl` for async callers."""
-        return await self._runner.arun(self.memory.with_descendants().sweep_expired())
+        return await self._runner.arun(self._memory.with_descendants().sweep_expired())
 
     def close(self) -> None:
         """Close the store and its connections. Idempotent."""
@@ -267,7 +275,7 @@ class LangGraphStore(BaseStore):
         if view is None:
             if len(self._views) >= 4096:
                 self._views.clear()
-            view = self._views[scope] = self.memory.scope(scope) if scope else self.memory
+            view = self._views[scope] = self._memory.scope(scope) if scope else self._memory
         return view
 
     async def _get(self, op: GetOp) -> Item | None:
@@ -294,7 +302,7 @@ class LangGraphStore(BaseStore):
             batch = FlatBatch([], [])
             for scope, entry in stored:
                 batch.add(flat_entry(entry, scope), entry.tags)
-            await self.memory.store_flat(batch)
+            await self._memory.store_flat(batch)
         for op in puts:
             if op.value is None:
                 await self._view(namespaces.scope_of(op.namespace)).delete_by_key(str(op.key))
@@ -323,7 +331,7 @@ class LangGraphStore(BaseStore):
 
     async def _refresh(self, found: Iterable[MemoryEntry]) -> None:
         """Each of ``found`` that has a ttl expires that long after now (in the store and here)."""
-        if self.memory.read_only:
+        if self._memory.read_only:
             return
         now = self._clock()
         for entry in found:
@@ -339,7 +347,7 @@ class LangGraphStore(BaseStore):
         if op.limit < 0 or op.offset < 0:
             raise InvalidArgumentError("a search's limit and offset are ints >= 0")
         prefix = namespaces.scope_of(op.namespace_prefix)
-        view = self.memory.scope(prefix, descendants=True) if prefix else self._everything
+        view = self._memory.scope(prefix, descendants=True) if prefix else self._everything
         pushed = values.pushed_down(op.filter)
         passes = None if pushed is None else MemoryFilter(metadata=pushed)
         want = op.offset + op.limit
@@ -392,9 +400,9 @@ class LangGraphStore(BaseStore):
                 yield entry
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        if not self.memory.read_only:
+        if not self._memory.read_only:
             await self._everything.sweep_expired()  # an expired item's namespace holds nothing
-        held = [namespaces.namespace_of(name) for name, _ in await self.memory.scopes() if name]
+        held = [namespaces.namespace_of(name) for name, _ in await self._memory.scopes() if name]
         return namespaces.listed(held, op.match_conditions, op.max_depth, op.limit, op.offset)
 
     # --- the sweeper ---
