@@ -71,6 +71,20 @@ class LoopThread:
         """The error the async store raises once closed."""
         return StorageError(f"the store at {self.describe} is closed")
 
+    def _submit(self, work: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """``work`` scheduled on the loop (closed unawaited, and an error, where it cannot be)."""
+        if self.in_loop_thread():
+            work.close()
+            raise RuntimeError("a store cannot be called from its own event loop")
+        if os.getpid() != self.started_in:
+            work.close()
+            raise forked_error(self.describe, self.started_in)
+        with self._lock:
+            if self.closed:
+                work.close()  # never awaited: closed here, so asyncio does not warn of it
+                raise self.closed_error()
+            return asyncio.run_coroutine_threadsafe(work, self.loop)
+
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on the loop and wait for its result (or its exception, unchanged).
 
@@ -79,17 +93,7 @@ class LoopThread:
             RuntimeError: called from the loop's own thread (a ``clock`` calling the store).
 
         """
-        if self.in_loop_thread():
-            work.close()
-            raise RuntimeError("a SyncMemoryStore cannot be called from its own event loop")
-        if os.getpid() != self.started_in:
-            work.close()
-            raise forked_error(self.describe, self.started_in)
-        with self._lock:
-            if self.closed:
-                work.close()  # never awaited: closed here, so asyncio does not warn of it
-                raise self.closed_error()
-            future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        future = self._submit(work)
         try:
             return future.result()
         except concurrent.futures.CancelledError:
@@ -106,17 +110,7 @@ class LoopThread:
 
         Cancelling the caller cancels ``work``. Raises as :meth:`run` does.
         """
-        if self.in_loop_thread():
-            work.close()
-            raise RuntimeError("a store's own event loop cannot wait for the store")
-        if os.getpid() != self.started_in:
-            work.close()
-            raise forked_error(self.describe, self.started_in)
-        with self._lock:
-            if self.closed:
-                work.close()
-                raise self.closed_error()
-            future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        future = self._submit(work)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
