@@ -20,6 +20,7 @@ distinct paths).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -72,6 +73,7 @@ INSERT_FIELDS = (
 )
 
 
+@functools.lru_cache(maxsize=4096)  # a store's memories share a few paths
 def path_hash(path: tuple[str, ...]) -> int:
     """The signed 64-bit name of a path of keys."""
     spelled = json.dumps(path, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
