@@ -113,7 +113,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object a message")
     parser.add_argument("messages", nargs="+", metavar="MESSAGE")
     args = parser.parse_args()
-    with LangGraphStore.from_conn_string(args.db) as store:
+    # Other processes may be writing the same memory: wait up to 30 s for their lock.
+    with LangGraphStore.from_conn_string(args.db, busy_timeout=30) as store:
         graph = build(store)
         for message in args.messages:
             state = graph.invoke({"message": message}, context=Context(user=args.user))

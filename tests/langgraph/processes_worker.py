@@ -28,6 +28,8 @@ from loopctl_memory.langgraph import LangGraphStore
 Owned = dict[str, Mapping[str, Any]]
 """Each key of a namespace with the value last put."""
 
+BUSY_TIMEOUT = 60.0
+
 WORDS = ["tea", "coffee", "deploy", "cache", "refund", "green", "alpha"]
 
 
@@ -97,7 +99,8 @@ async def run_task(
 def main() -> None:
     target, worker, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     expected: dict[str, Owned] = {}
-    with LangGraphStore.from_conn_string(target) as store:
+    # 48 writers at once on a loaded machine: wait for the lock as long as a slow CI needs.
+    with LangGraphStore.from_conn_string(target, busy_timeout=BUSY_TIMEOUT) as store:
 
         def thread_body(number: int) -> None:
             namespace = ("w", worker, f"t{number}")
