@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,33 @@ async def test_scopes_lists_the_scopes_that_hold_entries_by_name(store):
 
     assert [("", 1), ("a", 3), ("a/x", 1), ("b", 2)] == await store.scopes()
     assert [("a", 3), ("a/x", 1)] == await store.scope("a").scopes()
+
+
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+async def test_scopes_of_says_where_each_entry_the_view_reads_lives(backend, tmp_path):
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    async with await _open(backend, tmp_path, clock=lambda: now[0]) as store:
+        root, inner, deep, other = fact("r"), fact("a"), fact("a/x"), fact("b")
+        soon = fact("expires", expires_at=now[0] + timedelta(minutes=1))
+        await store.store(root)
+        await store.scope("a").store_many([inner, soon])
+        await store.scope("a/x").store(deep)
+        await store.scope("b").store(other)
+        ids = [entry.id for entry in (root, inner, deep, other, soon)] + [uuid.uuid4()]
+        assert await store.with_descendants().scopes_of(ids) == {
+            root.id: "",
+            inner.id: "a",
+            deep.id: "a/x",
+            other.id: "b",
+            soon.id: "a",
+        }
+        below_a = store.scope("a", descendants=True)
+        assert await below_a.scopes_of(ids) == {inner.id: "", deep.id: "x", soon.id: ""}
+        assert await store.scope("a").scopes_of(ids) == {inner.id: "", soon.id: ""}
+        assert await store.scopes_of(ids) == {root.id: ""}
+        now[0] += timedelta(minutes=1)
+        assert await store.scope("a").scopes_of(ids) == {inner.id: ""}
+        assert await store.scopes_of([]) == {}
 
 
 async def test_consolidate_and_forget_in_a_scope_touch_nothing_else(store):

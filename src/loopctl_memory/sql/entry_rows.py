@@ -3,20 +3,25 @@
 :func:`entry_of` makes a :class:`~loopctl_memory.entry.MemoryEntry` of the
 values of :data:`ENTRY_NAMES`; :func:`entries_by_seq` and :func:`keyed_entry`
 read entries with their tags in one statement through a read transaction's
-:class:`~loopctl_memory.sql.backend.Reader` (the driver's own cursors).
+:class:`~loopctl_memory.sql.backend.Reader` (the driver's own cursors);
+:func:`scopes_of` says where entries live.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.flat import EPOCH, MICROSECOND, microseconds, moment
 from loopctl_memory.metadata import decoded
+from loopctl_memory.scopes import Scope
 from loopctl_memory.sql.backend import Backend, Reader
 from loopctl_memory.sql.scope_rows import Clock
 from loopctl_memory.sql.tables import ENTRY_FIELDS
+
+T = TypeVar("T")
 
 IDS_PER_STATEMENT = 10_000
 """Keeps IN (...) lists under SQLite's limit on bound parameters (32766)."""
@@ -67,6 +72,10 @@ _ENTRIES_WITH_TAGS = (
 )
 
 
+_SCOPES_OF = (
+    "SELECT e.id, s.name, e.expires_at_us FROM entries e JOIN scopes s ON s.id = e.scope_id"
+    " WHERE e.id IN ({})"
+)
 _KEYED_WITH_TAGS = (
     f"SELECT {', '.join(f'e.{name}' for name in ENTRY_NAMES)}, t.tag"  # noqa: S608
     " FROM entries e JOIN scopes s ON s.id = e.scope_id"
@@ -116,7 +125,34 @@ def _gather(backend: Backend, rows: Iterable[Sequence[Any]], found: dict[int, Me
             entry.tags.append(decode(tag))
 
 
-def chunks(items: Sequence[int], size: int) -> Iterable[Sequence[int]]:
+def scopes_of(
+    reader: Reader, ids: Sequence[uuid.UUID], view: Scope, clock: Clock
+) -> dict[uuid.UUID, str]:
+    """The scope name of each of ``ids`` that ``view`` reads live at ``clock()``.
+
+    One statement per ``IDS_PER_STATEMENT`` ids (the unique id index); the clock
+    is read only if an entry found has an expiry.
+    """
+    backend = reader.backend
+    found: dict[uuid.UUID, str] = {}
+    now: int | None = None
+    for chunk in chunks(ids, IDS_PER_STATEMENT):
+        statement = _SCOPES_OF.format(", ".join("?" * len(chunk)))
+        for stored_id, name, expires in reader.all(
+            statement, [backend.encode_uuid(i) for i in chunk]
+        ):
+            scope_name = backend.decode(name)
+            if not view.holds(scope_name):
+                continue
+            if expires is not None:
+                now = clock() if now is None else now
+                if expires <= now:
+                    continue
+            found[backend.decode_uuid(stored_id)] = scope_name
+    return found
+
+
+def chunks(items: Sequence[T], size: int) -> Iterable[Sequence[T]]:
     """``items`` ``size`` at a time."""
     for start in range(0, len(items), size):
         yield items[start : start + size]

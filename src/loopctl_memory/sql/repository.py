@@ -458,22 +458,6 @@ async def ids_between(
     return list(rows.scalars())
 
 
-async def scope_names_of(
-    connection: AsyncConnection, ids: Sequence[uuid.UUID], scope: ScopeIds
-) -> dict[uuid.UUID, str]:
-    """The scope name of each of ``ids`` the view reads (those it does not: left out)."""
-    found: dict[uuid.UUID, str] = {}
-    for start in range(0, len(ids), IDS_PER_STATEMENT):
-        chunk = ids[start : start + IDS_PER_STATEMENT]
-        rows = await connection.execute(
-            select(entries.c.id, scopes.c.name)
-            .select_from(entries.join(scopes, scopes.c.id == entries.c.scope_id))
-            .where(entries.c.id.in_(chunk), scope.condition())
-        )
-        found.update((entry_id, str(name)) for entry_id, name in rows)
-    return found
-
-
 async def existing_ids(connection: AsyncConnection, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     """Which of ``ids`` an entry of any scope holds: a lookup of the unique id index."""
     found: set[uuid.UUID] = set()

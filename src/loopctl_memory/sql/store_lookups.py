@@ -102,10 +102,8 @@ class IdLookups(StorePart):
         wanted = [validate_id(entry_id) for entry_id in ids]
         if not wanted:
             return {}
-        base = self._scope.name
-        found = await self._in_scope(
-            "find scopes",
-            lambda c, scope: repository.scope_names_of(c, wanted, scope),
-            write=False,
+        base, view, clock = self._scope.name, self._scope, self._shared.now_us
+        found = await self._unit.read(
+            "find scopes", lambda r: entry_rows.scopes_of(r, wanted, view, clock)
         )
         return {entry_id: scope_names.relative(base, name) for entry_id, name in found.items()}

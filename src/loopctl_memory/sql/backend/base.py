@@ -159,6 +159,10 @@ class Backend:
         """A ``Uuid`` column's value as the driver returns it (raw SQL paths), as a UUID."""
         return stored if type(stored) is uuid.UUID else uuid.UUID(str(stored))
 
+    def encode_uuid(self, value: uuid.UUID) -> Any:
+        """A UUID as the driver takes it for a ``Uuid`` column (raw SQL paths)."""
+        return value
+
     async def read_directly(
         self,
         driver: Any,

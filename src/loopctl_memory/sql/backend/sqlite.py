@@ -319,6 +319,10 @@ class SqliteBackend(Backend):
         """32 hex digits, as SQLAlchemy's ``Uuid`` stores one on SQLite."""
         return uuid.UUID(hex=stored)
 
+    def encode_uuid(self, value: uuid.UUID) -> Any:
+        """32 hex digits, as SQLAlchemy's ``Uuid`` stores one on SQLite."""
+        return value.hex
+
     async def read_directly(
         self,
         driver: Any,
