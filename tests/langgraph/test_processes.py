@@ -26,6 +26,20 @@ STEPS = 12
 CHILD_TIMEOUT = 300.0
 
 
+def _run_example(target: str, number: int) -> None:
+    user, messages = f"user{number}", [f"I like tea number {number}.", "What do I like?"]
+    said = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--db", target, "--user", user, "--json", *messages],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        check=True,
+    )
+    answers = [json.loads(line)["answer"] for line in said.stdout.splitlines()]
+    assert answers[-1] == f"You told me: I like tea number {number}."
+
+
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
 def test_processes_threads_and_tasks_lose_nothing_and_leave_the_file_whole(
     backend: str, tmp_path: Path
@@ -41,22 +55,13 @@ def test_processes_threads_and_tasks_lose_nothing_and_leave_the_file_whole(
         )
         for n in range(3)
     ]
-    for number in range(3):  # short-lived processes meanwhile: the example graph, twice each
-        user = f"user{number}"
-        messages = [f"I like tea number {number}.", "What do I like?"]
-        said = subprocess.run(
-            [sys.executable, str(EXAMPLE), "--db", target, "--user", user, "--json", *messages],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT,
-            check=True,
-        )
-        answers = [json.loads(line)["answer"] for line in said.stdout.splitlines()]
-        assert answers[-1] == f"You told me: I like tea number {number}."
+    try:
+        for number in range(3):  # short-lived processes meanwhile: the example graph, twice each
+            _run_example(target, number)
+    finally:  # every worker waited for (and its pipes closed), whatever failed
+        finished = [worker.communicate(timeout=CHILD_TIMEOUT) for worker in workers]
     expected: dict[str, dict[str, object]] = {}
-    for worker in workers:
-        out, err = worker.communicate(timeout=CHILD_TIMEOUT)
+    for worker, (out, err) in zip(workers, finished, strict=True):
         assert worker.returncode == 0, err[-3000:]
         expected.update(json.loads(out))
     with LangGraphStore.from_conn_string(target) as store:
