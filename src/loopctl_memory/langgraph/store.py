@@ -346,6 +346,7 @@ class LangGraphStore(BaseStore):
     async def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.limit < 0 or op.offset < 0:
             raise InvalidArgumentError("a search's limit and offset are ints >= 0")
+        values.check_filter(op.filter)
         prefix = namespaces.scope_of(op.namespace_prefix)
         view = self._memory.scope(prefix, descendants=True) if prefix else self._everything
         pushed = values.pushed_down(op.filter)

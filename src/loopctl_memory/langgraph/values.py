@@ -26,12 +26,15 @@ from typing import Any
 
 from langgraph.store.base import get_text_at_path, tokenize_path
 
+from loopctl_memory.errors import InvalidArgumentError
+
 _RANGES = {
     "$gt": float.__gt__,
     "$gte": float.__ge__,
     "$lt": float.__lt__,
     "$lte": float.__le__,
 }
+_OPERATORS = ("$eq", "$ne", *_RANGES)
 _INT64 = 2**63
 
 
@@ -43,6 +46,40 @@ def paths_of(fields: Sequence[str] | None) -> list[tuple[str, str | list[str]]]:
 def text_of(value: Mapping[str, Any], paths: list[tuple[str, str | list[str]]]) -> str:
     """The memory's text: every text the paths select in ``value``, one a line."""
     return "\n".join(text for _, path in paths for text in get_text_at_path(value, path))
+
+
+def check_filter(conditions: object) -> Mapping[str, Any] | None:
+    """``conditions`` if it is a filter (None or a dict) whose operators are all known.
+
+    Raises:
+        InvalidArgumentError: it is not a dict, or names an operator LangGraph has
+            not (``InMemoryStore`` raises only once an item is there to test; here a
+            bad filter fails whatever the store holds).
+
+    """
+    if conditions is None:
+        return None
+    if not isinstance(conditions, Mapping):
+        raise InvalidArgumentError(f"a filter is a dict, not {type(conditions).__name__}")
+    for wanted in conditions.values():
+        _check_condition(wanted)
+    return conditions
+
+
+def _check_condition(wanted: Any) -> None:
+    if isinstance(wanted, dict):
+        if any(isinstance(key, str) and key.startswith("$") for key in wanted):
+            unknown = sorted(str(key) for key in wanted if key not in _OPERATORS)
+            if unknown:
+                raise InvalidArgumentError(
+                    f"Unsupported operator: {unknown[0]} (a filter knows {', '.join(_OPERATORS)})"
+                )
+            return
+        for inner in wanted.values():
+            _check_condition(inner)
+    elif isinstance(wanted, list | tuple):
+        for inner in wanted:
+            _check_condition(inner)
 
 
 def matches(value: Mapping[str, Any], conditions: Mapping[str, Any] | None) -> bool:
