@@ -33,7 +33,13 @@ Semantics, where LangGraph's own stores differ, which this one follows and why:
   ``TTLConfig(sweep_interval_minutes=...)`` deletes expired items on a timer;
   ``sweep_ttl()`` does it now.
 - A filter key is a top-level key of the value, as in ``InMemoryStore``
-  (``SqliteStore`` reads ``"a.b"`` as a path into the value).
+  (``SqliteStore`` reads ``"a.b"`` as a path into the value); an operator
+  LangGraph does not know is an error whatever the store holds.
+
+Limits LangGraph's stores do not have: a key is 1 to 1,024 characters, a
+namespace at most 255 once its labels are joined (escaped), and a value is
+JSON (integers of at most 64 bits): anything else raises ``ValueError``
+(:class:`~loopctl_memory.InvalidEntryError`) and stores nothing of the batch.
 """
 
 from __future__ import annotations
