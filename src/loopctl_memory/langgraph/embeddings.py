@@ -11,6 +11,7 @@ the function's or the class's qualified name).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.store.base import ensure_embeddings
@@ -19,31 +20,23 @@ from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.protocol import Embedder
 
 
+@dataclass(frozen=True, slots=True)
 class LangChainEmbedder:
     """An :class:`~loopctl_memory.Embedder` over LangChain ``Embeddings`` (their async calls)."""
 
-    def __init__(self, embeddings: Any, name: str, dims: int) -> None:
-        self._embeddings = embeddings
-        self._name = name
-        self._dims = dims
-
-    @property
-    def name(self) -> str:
-        """The name the store records its vectors by."""
-        return self._name
-
-    @property
-    def dims(self) -> int:
-        """How many numbers each vector has (``index["dims"]``)."""
-        return self._dims
+    embeddings: Any
+    name: str
+    """The name the store records its vectors by."""
+    dims: int
+    """How many numbers each vector has (``index["dims"]``)."""
 
     async def embed_documents(self, texts: list[str]) -> Any:
         """The vectors of ``texts``, by the embeddings' ``aembed_documents``."""
-        return await self._embeddings.aembed_documents(texts)
+        return await self.embeddings.aembed_documents(texts)
 
     async def embed_query(self, text: str) -> Any:
         """The vector of a query, by the embeddings' ``aembed_query``."""
-        return await self._embeddings.aembed_query(text)
+        return await self.embeddings.aembed_query(text)
 
 
 def _default_name(embed: object) -> str:
