@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import lifecycle
 from loopctl_memory import scopes as scope_names
@@ -141,21 +141,6 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
     def scope_name(self) -> str:
         """The scope this store writes into (``""``: the root)."""
         return self._scope.name
-
-    @property
-    def target(self) -> str:
-        """Where the store lives (":memory:", a file path, or a URL without password)."""
-        return self._unit.where
-
-    @property
-    def read_only(self) -> bool:
-        """Whether the store was opened with ``read_only=True`` (every write raises)."""
-        return self._unit.read_only
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The SQLAlchemy engine, for tools such as migrations; not for writing entries."""
-        return self._unit.engine
 
     # --- the LoopMemory contract ---
 

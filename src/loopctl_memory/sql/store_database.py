@@ -1,4 +1,4 @@
-"""The SQL store's facts about its database: the room it takes and its schema revision.
+"""The SQL store's facts about its database: where, how opened, its room and schema revision.
 
 A mixin of :class:`~loopctl_memory.sql.store.SqlMemoryStore`, kept apart so that
 the store module holds the contract's operations.
@@ -6,7 +6,7 @@ the store module holds the contract's operations.
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from loopctl_memory import migrate
 from loopctl_memory.sql.backend import backend_of
@@ -14,7 +14,22 @@ from loopctl_memory.sql.store_part import StorePart
 
 
 class DatabaseFacts(StorePart):
-    """``storage_bytes``, ``free_bytes`` and ``schema_revision``."""
+    """Where the database is, how it was opened, the room it takes and its schema revision."""
+
+    @property
+    def target(self) -> str:
+        """Where the store lives (":memory:", a file path, or a URL without password)."""
+        return self._unit.where
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened with ``read_only=True`` (every write raises)."""
+        return self._unit.read_only
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine, for tools such as migrations; not for writing entries."""
+        return self._unit.engine
 
     async def storage_bytes(self) -> int:
         """Bytes the store's tables and indexes take (a SQLite file's write-ahead log excluded)."""
