@@ -70,6 +70,23 @@ def test_the_wheel_contains_the_migrations_and_type_marker(wheel):
     assert "loopctl_memory/py.typed" in names
 
 
+def test_the_wheel_offers_the_langgraph_store_as_an_extra(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
+        lines = archive.read(metadata).decode().splitlines()
+    assert "loopctl_memory/langgraph/store.py" in names
+    assert "Provides-Extra: langgraph" in lines
+    assert any(
+        line.startswith("Requires-Dist: langgraph") and "extra == 'langgraph'" in line
+        for line in lines
+    )
+    # The core needs none of it: no dependency outside an extra names LangGraph.
+    assert not any(
+        line.startswith("Requires-Dist: lang") and "extra ==" not in line for line in lines
+    )
+
+
 def test_an_installed_wheel_creates_and_migrates_a_database_from_another_directory(wheel, tmp_path):
     site = tmp_path / "site"
     subprocess.run(
