@@ -71,7 +71,7 @@ from langgraph.store.base import (
 )
 
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, check_entry
-from loopctl_memory.errors import InvalidArgumentError, ReadOnlyStoreError
+from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch, flat_entry
 from loopctl_memory.langgraph import namespaces, values
@@ -185,7 +185,7 @@ class LangGraphStore(BaseStore):
             )
         runner = LoopThread()
         try:
-            memory = runner.run(_opened(conn_string, embedder, cast(OpenOptions, options)))
+            memory = runner.run(_opened(conn_string, embedder, options))
         except BaseException:
             runner.close(None)
             raise
@@ -222,11 +222,11 @@ class LangGraphStore(BaseStore):
 
     def sweep_ttl(self) -> int:
         """Delete the items that have expired now; return how many (reads never see them)."""
-        return self._runner.run(self._memory.with_descendants().sweep_expired())
+        return self._runner.run(self._everything.sweep_expired())
 
     async def asweep_ttl(self) -> int:
         """:meth:`sweep_ttl` for async callers."""
-        return await self._runner.arun(self._memory.with_descendants().sweep_expired())
+        return await self._runner.arun(self._everything.sweep_expired())
 
     def close(self) -> None:
         """Close the store and its connections. Idempotent."""
@@ -345,8 +345,7 @@ class LangGraphStore(BaseStore):
             if ttl is None or entry.expires_at is None:
                 continue
             expires_at = now + timedelta(minutes=ttl)
-            with contextlib.suppress(ReadOnlyStoreError):
-                await self._everything.update(entry.id, expires_at=expires_at)
+            await self._everything.update(entry.id, expires_at=expires_at)
             entry.expires_at = expires_at
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
@@ -430,7 +429,7 @@ class LangGraphStore(BaseStore):
 
 
 async def _opened(
-    target: str | os.PathLike[str], embedder: Any, options: OpenOptions
+    target: str | os.PathLike[str], embedder: Any, options: dict[str, Any]
 ) -> SqlMemoryStore:
     return await open_store(target, **cast(OpenOptions, {**options, "embedder": embedder}))
 
@@ -447,24 +446,22 @@ def _checked(ops: Iterable[Op]) -> list[Op]:
 
 
 def _item(entry: MemoryEntry, namespace: tuple[str, ...]) -> Item:
-    return Item(
-        value=entry.metadata,
-        key=entry.key if entry.key is not None else str(entry.id),
-        namespace=namespace,
-        created_at=entry.created_at,
-        updated_at=entry.created_at,
-    )
+    return Item(**_item_fields(entry, namespace))
 
 
 def _search_item(entry: MemoryEntry, namespace: tuple[str, ...], score: float | None) -> SearchItem:
-    return SearchItem(
-        namespace=namespace,
-        key=entry.key if entry.key is not None else str(entry.id),
-        value=entry.metadata,
-        created_at=entry.created_at,
-        updated_at=entry.created_at,
-        score=score,
-    )
+    return SearchItem(**_item_fields(entry, namespace), score=score)
+
+
+def _item_fields(entry: MemoryEntry, namespace: tuple[str, ...]) -> dict[str, Any]:
+    """An item's fields: a memory without a key (stored by other means) is keyed by its id."""
+    return {
+        "namespace": namespace,
+        "key": entry.key if entry.key is not None else str(entry.id),
+        "value": entry.metadata,
+        "created_at": entry.created_at,
+        "updated_at": entry.created_at,
+    }
 
 
 __all__ = ["TTL_TAG", "LangGraphStore"]
