@@ -303,8 +303,14 @@ class SyncMemoryStore:
         return self._runner.run(self._store.sweep_expired())
 
     def get_by_key(self, key: str) -> MemoryEntry | None:
-        """The entry of the store's own scope holding ``key``, or None."""
-        return self._runner.run(self._store.get_by_key(key))
+        """The entry of the store's own scope holding ``key``, or None.
+
+        On a SQLite file it is read on the calling thread (one statement).
+        """
+        store = self._store
+        if store.reads_here:
+            return store.get_by_key_here(key)
+        return self._runner.run(store.get_by_key(key))
 
     def delete_by_key(self, key: str) -> bool:
         """Delete the entry of the store's own scope holding ``key``; whether there was one."""

@@ -7,11 +7,15 @@ and an exception in any thread ("Event loop is closed") into a failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import sqlite3
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +299,7 @@ CLOSED_OPERATIONS: dict[str, Callable[[SyncMemoryStore], object]] = {
     "count": lambda s: s.count(),
     "is_empty": lambda s: s.is_empty(),
     "get": lambda s: s.get(uuid.uuid4()),
+    "get_by_key": lambda s: s.get_by_key("k"),
     "delete": lambda s: s.delete(uuid.uuid4()),
     "ids_with_prefix": lambda s: s.ids_with_prefix("3f"),
     "update": lambda s: s.update(uuid.uuid4(), memory="y"),
@@ -328,6 +333,116 @@ def test_calling_the_store_from_its_own_clock_raises_instead_of_deadlocking(path
         with pytest.raises(RuntimeError, match="its own event loop"):
             store.forget(older_than=timedelta(days=1))
         assert store.is_empty()
+
+
+# --- lookups by key, read on the calling thread ------------------------------------------
+
+
+def test_threads_find_each_key_as_soon_as_its_store_returns(store, path):
+    """Eight threads upsert keys and look each one up (on the calling thread) at once."""
+
+    def work(number: int) -> None:
+        for index in range(PER_THREAD):
+            key = f"k{number}-{index % 5}"
+            store.store(fact(f"{marker(number)} version {index}", key=key))
+            found = store.get_by_key(key)
+            assert found is not None
+            assert (key, f"{marker(number)} version {index}") == (found.key, found.memory)
+            view = store.scope(f"thread/{number}")
+            view.store(fact(f"in a scope {index}", key="scoped"))
+            assert f"in a scope {index}" == view.get_by_key("scoped").memory
+            assert store.get_by_key("scoped") is None  # the key of another scope
+
+    run_in_threads(work)
+
+    assert THREADS * (5 + 1) == store.with_descendants().count()
+    assert ["ok"] == _integrity(path)
+
+
+def test_a_lookup_sees_what_another_process_stored_after_the_last_one(store, path):
+    store.store(fact("mine", key="mine"))
+    assert store.get_by_key("theirs") is None  # the lookup's connection is open from here on
+
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from loopctl_memory import MemoryEntry, MemoryCategory, sync\n"
+            "with sync.open_store(sys.argv[1]) as other:\n"
+            "    other.store(MemoryEntry(MemoryCategory.FACT, 'stored by another', key='theirs'))",
+            str(path),
+        ],
+        check=True,
+        timeout=120,
+    )
+
+    found = store.get_by_key("theirs")
+    assert found is not None
+    assert "stored by another" == found.memory
+    assert "mine" == store.get_by_key("mine").memory
+
+
+def test_a_read_only_store_looks_keys_up_and_sees_later_writes(store, path):
+    store.store(fact("before", key="a"))
+    with sync.open_store(path, read_only=True) as reader:
+        before = reader.get_by_key("a")
+        store.store(fact("after", key="a"))
+        after = reader.get_by_key("a")
+    assert ("before", "after") == (getattr(before, "memory", None), getattr(after, "memory", None))
+    assert ["ok"] == _integrity(path)
+
+
+def test_a_lookup_after_the_file_was_removed_names_it_and_nothing_is_acknowledged_after(path):
+    with sync.open_store(path) as store:
+        store.store(fact("kept", key="a"))
+        assert store.get_by_key("a") is not None
+        for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            file.unlink(missing_ok=True)
+
+        with pytest.raises(StorageError, match=f"{path} was removed or renamed"):
+            store.get_by_key("a")
+        with pytest.raises(StorageError, match="acknowledges nothing more"):
+            store.store(fact("lost"))
+
+
+def test_an_expired_entry_is_never_found_by_its_key(path):
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    with sync.open_store(path, clock=lambda: now[0]) as store:
+        store.store(fact("short-lived", key="a", expires_at=now[0] + timedelta(minutes=1)))
+        assert store.get_by_key("a") is not None
+        now[0] += timedelta(minutes=1)
+        assert store.get_by_key("a") is None
+
+
+def test_lookups_racing_a_close_end_with_the_closed_error(path):
+    store = sync.open_store(path)
+    store.store(fact("x", key="a"))
+    looked = threading.Event()
+    errors: list[str] = []
+
+    def look() -> None:
+        try:
+            while True:
+                assert store.get_by_key("a") is not None
+                looked.set()
+        except StorageError as exc:
+            errors.append(str(exc))
+
+    lookers = [threading.Thread(target=look) for _ in range(4)]
+    for looker in lookers:
+        looker.start()
+    assert looked.wait(JOIN_TIMEOUT)
+    store.close()
+    for looker in lookers:
+        looker.join(JOIN_TIMEOUT)
+
+    assert [f"the store at {path} is closed"] * 4 == errors
+    assert ["ok"] == _integrity(path)
+
+
+def _integrity(path: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        return [row[0] for row in raw.execute("PRAGMA integrity_check")]
 
 
 # --- opening and closing ---------------------------------------------------------------

@@ -15,6 +15,8 @@ from loopctl_memory.sync import SyncMemoryStore
 NOT_FORWARDED = {
     "engine": "the async engine is of no use without the store's own event loop",
     "over": "how open_store builds the async store; sync.open_store builds the blocking one",
+    "get_by_key_here": "the blocking get_by_key is it, read on the calling thread",
+    "reads_here": "whether get_by_key_here can answer: the blocking store asks it itself",
 }
 
 

@@ -202,8 +202,14 @@ class LangGraphStore(BaseStore):
     # --- BaseStore ---
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run the operations in order of reads, then writes; their results in the ops' order."""
+        """Run the operations in order of reads, then writes; their results in the ops' order.
+
+        Gets alone, on a SQLite file, are read on the calling thread (see
+        :mod:`loopctl_memory.sql.caller_lane`); the rest runs on the store's loop.
+        """
         listed = _checked(ops)
+        if listed and self._memory.reads_here and all(isinstance(op, GetOp) for op in listed):
+            return self._get_here(cast(list[GetOp], listed))
         return self._runner.run(self._batch(listed))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -293,6 +299,25 @@ class LangGraphStore(BaseStore):
         if op.refresh_ttl:
             await self._refresh([found])
         return _item(found, tuple(op.namespace))
+
+    def _get_here(self, ops: list[GetOp]) -> list[Result]:
+        """Gets on the calling thread; the refreshes of ttls they call for on the loop."""
+        found: list[MemoryEntry | None] = []
+        for op in ops:
+            scope = namespaces.scope_of(op.namespace)
+            view = self._memory.scope(scope) if scope else self._memory
+            found.append(view.get_by_key_here(str(op.key)) if op.namespace else None)
+        refreshed = [
+            entry
+            for op, entry in zip(ops, found, strict=True)
+            if entry is not None and op.refresh_ttl and _ttl_of(entry) is not None
+        ]
+        if refreshed:
+            self._runner.run(self._refresh(refreshed))
+        return [
+            None if entry is None else _item(entry, tuple(op.namespace))
+            for op, entry in zip(ops, found, strict=True)
+        ]
 
     async def _write(self, puts: list[PutOp]) -> None:
         now = self._clock()

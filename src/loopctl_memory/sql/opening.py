@@ -36,6 +36,7 @@ from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings
 from loopctl_memory.sql.backend import PoolOptions
 from loopctl_memory.sql.boundary import translate_errors
+from loopctl_memory.sql.caller_lane import CallerLane
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.engine import (
     DEFAULT_BUSY_TIMEOUT,
@@ -242,7 +243,15 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
             read_only=read_only,
             held=held,
         )
-    unit = UnitOfWork(engine, resolved, read_only=read_only, held=held)
+    connect_here = resolved.backend.caller_connection(
+        engine, memory=resolved.is_memory, busy_timeout=busy_timeout
+    )
+    lane = (
+        None
+        if connect_here is None
+        else CallerLane(connect_here, resolved.backend, resolved.describe())
+    )
+    unit = UnitOfWork(engine, resolved, read_only=read_only, held=held, caller_lane=lane)
     store = SqlMemoryStore.over(
         unit,
         tuning=options.get("tuning") or Tuning(),

@@ -32,6 +32,25 @@ class IdLookups(StorePart):
         found = await self._unit.read("get", lambda r: entry_rows.keyed_entry(r, name, key, clock))
         return await self._refreshed(found)
 
+    @property
+    def reads_here(self) -> bool:
+        """Whether :meth:`get_by_key_here` can answer on the calling thread.
+
+        Where the database is a SQLite file and reads write nothing (no
+        ``refresh_on_read``): see :mod:`~loopctl_memory.sql.caller_lane`.
+        """
+        shared = self._shared
+        refreshes = shared.refresh_on_read and shared.ttl is not None and not self._unit.read_only
+        return self._unit.reads_here and not refreshes
+
+    def get_by_key_here(self, key: str) -> MemoryEntry | None:
+        """:meth:`get_by_key` on the calling thread, blocking it: for the blocking API.
+
+        Only where :attr:`reads_here`; the same answer and errors as :meth:`get_by_key`.
+        """
+        key, name, clock = check_key(key), self._scope.name, self._shared.now_us
+        return self._unit.read_here("get", lambda r: entry_rows.keyed_entry(r, name, key, clock))
+
     async def delete_by_key(self, key: str) -> bool:
         """Delete the entry of the store's own scope holding ``key``; whether there was one."""
         key, name, clock = check_key(key), self._scope.name, self._shared.now_us

@@ -8,9 +8,12 @@ runs as one transaction on one pooled connection, through one of two lanes:
 - the driver lane: a whole transaction in one hop to aiosqlite's thread, on
   the driver's own connection, for the two calls an agent makes most (a single
   ``store`` after every tool call, ``retrieve`` before every turn), where the
-  backend can (:attr:`~loopctl_memory.sql.backend.Backend.works_in_one_hop`).
+  backend can (:attr:`~loopctl_memory.sql.backend.Backend.works_in_one_hop`);
+- the caller's lane: a point read on the calling thread, for the blocking API,
+  where the database is a SQLite file (:mod:`~loopctl_memory.sql.caller_lane`,
+  :meth:`UnitOfWork.read_here`).
 
-The lane is chosen here, in :meth:`UnitOfWork.read` and
+The first two lanes are chosen here, in :meth:`UnitOfWork.read` and
 :meth:`UnitOfWork.store_one`, not by each operation. Around every unit: the
 store's state is checked (closed, read-only, its file lost), a caller's
 cancellation never interrupts a statement half way, errors are translated
@@ -34,6 +37,7 @@ from loopctl_memory.flat import FlatBatch
 from loopctl_memory.sql import repository
 from loopctl_memory.sql.backend import Reader, Statement
 from loopctl_memory.sql.boundary import KEY_RACE_ATTEMPTS, KeyRaceError, translate_errors
+from loopctl_memory.sql.caller_lane import CallerLane
 from loopctl_memory.sql.engine import Target
 from loopctl_memory.sql.files.held import HeldFile, hold
 from loopctl_memory.sql.files.watch import PAGES_AS_OF, FileWatch
@@ -55,6 +59,7 @@ class UnitOfWork:
         *,
         read_only: bool = False,
         held: HeldFile | None = None,
+        caller_lane: CallerLane | None = None,
     ) -> None:
         self.engine = engine
         self.target = target
@@ -67,6 +72,8 @@ class UnitOfWork:
         self._serial: AbstractAsyncContextManager[Any] = (
             asyncio.Lock() if target.is_memory else contextlib.nullcontext()
         )
+        # Reads on a caller's thread (a SQLite file's), closed with the engine.
+        self._caller_lane = caller_lane
         # The process's descriptor of the SQLite file, released once the engine is disposed.
         self._held = held
         # The SQLite file as opened, (device, inode): a store notices when it is gone.
@@ -167,6 +174,27 @@ class UnitOfWork:
                 async with self.engine.connect() as connection:
                     return await work(connection)
 
+    @property
+    def reads_here(self) -> bool:
+        """Whether :meth:`read_here` can read on the calling thread (a SQLite file)."""
+        return self._caller_lane is not None
+
+    def read_here(self, action: str, answer: Callable[[Reader], T]) -> T:
+        """``answer`` in one read transaction on the calling thread, blocking it.
+
+        Only where :attr:`reads_here`. The same checks as every unit: the store
+        open (:class:`StoreClosedError` if it closes meanwhile), errors translated,
+        the file still the one opened.
+        """
+        lane = self._caller_lane
+        if lane is None:
+            raise RuntimeError("no caller's lane: check reads_here first")
+        self._check_open(write=False)
+        with translate_errors(action):
+            result = lane.read(answer)
+        self._check_still_there()
+        return result
+
     async def read(
         self,
         action: str,
@@ -247,6 +275,8 @@ class UnitOfWork:
         if os.getpid() != self.opened_in:
             return
         with translate_errors("close"):
+            if self._caller_lane is not None:
+                self._caller_lane.close()
             await self.engine.dispose()
         # Only now that every connection is closed (a failed dispose keeps it): closing
         # a descriptor of the file drops every lock the process's connections hold on it.
@@ -276,6 +306,18 @@ class UnitOfWork:
             self._lost = self.file.lost(wrote=wrote)
             if self._lost is not None:
                 raise StorageError(self._lost)
+
+    def _check_still_there(self) -> None:
+        """:meth:`_check_file` for the caller's lane, which notes no change.
+
+        A read there touches none of the state the store's loop keeps (the next
+        write looks for changes itself).
+        """
+        if self.file is not None and self._lost is None:
+            lost = self.file.gone()
+            if lost is not None:
+                self._lost = lost
+                raise StorageError(lost)
 
     def _look_before(self, *, write: bool) -> None:
         """Before a write, note whether someone else modified the file since the store looked.

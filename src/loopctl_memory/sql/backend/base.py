@@ -60,6 +60,16 @@ class Backend:
         del file
         return url
 
+    def caller_connection(
+        self, engine: AsyncEngine, *, memory: bool, busy_timeout: float
+    ) -> Callable[[], Any] | None:
+        """How to open a blocking connection for reads on a caller's thread, or None.
+
+        See :mod:`~loopctl_memory.sql.caller_lane`; None where the backend has no such lane.
+        """
+        del engine, memory, busy_timeout
+        return None
+
     async def drop_cached_pages(self, driver: Any) -> None:
         """Make the driver's connection read its next pages from the database (SQLite)."""
         del driver

@@ -136,6 +136,32 @@ class SqliteBackend(Backend):
             query = {"immutable": "1"}
         return url.set(database=Path(path).as_uri(), query={**query, "uri": "true"})
 
+    def caller_connection(
+        self, engine: AsyncEngine, *, memory: bool, busy_timeout: float
+    ) -> Callable[[], Any] | None:
+        """A file's: ``sqlite3`` opening the engine's URL as its connections do.
+
+        The same URL (``mode=ro`` included) and busy timeout, set ``query_only``.
+        None for ``:memory:``, which is a database of one connection's own.
+        """
+        if memory:
+            return None
+        arguments, options = engine.dialect.create_connect_args(engine.url)
+
+        opener: Callable[..., sqlite3.Connection] = sqlite3.connect
+        settings = {**options, "timeout": busy_timeout, "check_same_thread": False}
+
+        def connect() -> sqlite3.Connection:
+            connection = opener(*arguments, **settings, isolation_level=None)
+            try:
+                connection.execute("PRAGMA query_only=ON")
+            except BaseException:
+                connection.close()
+                raise
+            return connection
+
+        return connect
+
     async def drop_cached_pages(self, driver: Any) -> None:
         """Release the connection's page cache (outside any transaction)."""
         cursor = await driver.execute("PRAGMA shrink_memory")

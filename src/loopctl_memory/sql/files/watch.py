@@ -76,6 +76,24 @@ class FileWatch:
             return f"was overwritten: its header says pages of {page_size} bytes"
         return None
 
+    def gone(self) -> str | None:
+        """Why the path no longer names the file, or None.
+
+        Unlike :meth:`lost`, it notes nothing, so any thread may ask (the next
+        :meth:`look_before_writing` sees a change all the same).
+        """
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            what = "was removed or renamed"
+        except OSError as exc:
+            what = f"can no longer be examined ({exc.strerror})"
+        else:
+            if (found.st_dev, found.st_ino) == self._file.identity:
+                return None
+            what = "was replaced by another file"
+        return _lost_message(self.path, what)
+
     def lost(self, *, wrote: bool) -> str | None:
         """After the store's work: why the path no longer names the file, or None.
 
@@ -96,7 +114,11 @@ class FileWatch:
                 self._seen = seen
                 return None
             what = "was replaced by another file"
-        return (
-            f"the database file {self.path} {what} while the store had it open: "
-            "the store acknowledges nothing more; reopen it"
-        )
+        return _lost_message(self.path, what)
+
+
+def _lost_message(path: str, what: str) -> str:
+    return (
+        f"the database file {path} {what} while the store had it open: "
+        "the store acknowledges nothing more; reopen it"
+    )
