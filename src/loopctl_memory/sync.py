@@ -249,6 +249,10 @@ class SyncMemoryStore:
         """How many entries of the view have no vector yet (0 without an embedder)."""
         return self._runner.run(self._store.pending_embeddings())
 
+    def build_indexes(self, progress: Callable[[int, int], object] | None = None) -> int:
+        """Put every vector into graph files now; how many they hold (see the async store)."""
+        return self._runner.run(self._store.build_indexes(progress))
+
     def embed_pending(self, batch_size: int = 256) -> int:
         """Make the vectors of the view's pending entries; how many (see the async store)."""
         return self._runner.run(self._store.embed_pending(batch_size))

@@ -164,3 +164,24 @@ def test_a_recorded_python_spec_runs_only_when_given(on_db, monkeypatch):
     result = on_db("search", "x", "--ranking", "vector", "--json")
     assert 0 == result.exit_code, result.output
     assert len(json.loads(result.stdout)) == 1
+
+
+def test_index_puts_the_vectors_into_graph_files_that_searches_then_use(on_db, db):
+    on_db("init", "--embedder", SPEC)
+    _add(on_db)
+    result = on_db("index")
+    assert 0 == result.exit_code, result.output
+    assert "The vector graphs hold 3 memories' vectors" in result.stdout
+    manifest = json.loads((db.with_name(f"{db.name}-vectors") / "manifest.json").read_text())
+    assert [3] == [graph["count"] for graph in manifest["graphs"]]
+    result = on_db("search", "cache deploy", "--ranking", "vector", "--json")
+    assert 0 == result.exit_code, result.output
+    shown = [(entry["id"], entry["score"]) for entry in json.loads(result.stdout)]
+    assert shown == _library_search(db, "cache deploy", "vector")
+
+
+def test_index_without_an_embedder_says_how_to_get_one(on_db):
+    _add(on_db)
+    result = on_db("index")
+    assert 1 == result.exit_code
+    assert "records no embedder" in result.output

@@ -290,3 +290,59 @@ async def test_a_build_cut_short_leaves_nothing_that_answers(backend, tmp_path):
         await store.close()
     async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
         await _same_rankings(again, oracle)
+
+
+async def test_build_indexes_puts_every_vector_into_graphs_before_any_retrieval(backend, tmp_path):
+    """Below the held limit too; a new process then builds nothing and answers the same."""
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target, HELD)
+    told: list[tuple[int, int]] = []
+    try:
+        await _both(store, oracle, _entries(0, 30))
+        assert 30 == await store.build_indexes(progress=lambda *done: told.append(done))
+        assert (0, 30) == told[0]
+        assert (30, 30) == told[-1]
+        directory = await _directory(store, target)
+        graphs = _manifest(directory)["graphs"]
+        assert [30] == [graph["count"] for graph in graphs]
+        assert 30 == await store.build_indexes(), "nothing held outside a graph: nothing built"
+        assert graphs == _manifest(directory)["graphs"]
+        await _same_rankings(store, oracle)
+        await _both(store, oracle, _entries(30, 5))
+        assert 35 == await store.build_indexes()
+        assert [30, 5] == [graph["count"] for graph in _manifest(directory)["graphs"]]
+        graphs = _manifest(directory)["graphs"]
+    finally:
+        await store.close()
+    async with open_store(target, embedder=Switchable(), tuning=HELD) as again:
+        await _same_rankings(again, oracle)
+    assert graphs == _manifest(directory)["graphs"], "a new process builds nothing"
+
+
+async def test_build_indexes_builds_the_first_graph_a_retrieval_would_with_its_progress(
+    backend, tmp_path
+):
+    """A new process past the held limit: the graph of every stored vector, told as it goes."""
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target, HELD)
+    try:
+        await _both(store, oracle, _entries(0, 40))
+    finally:
+        await store.close()
+    told: list[tuple[int, int]] = []
+    async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
+        assert 40 == await again.build_indexes(progress=lambda *done: told.append(done))
+        assert [(0, 40), (40, 40)] == [told[0], told[-1]]
+        graphs = _manifest(await _directory(again, target))["graphs"]
+        assert [40] == [graph["count"] for graph in graphs]
+        await _same_rankings(again, oracle)
+
+
+async def test_build_indexes_without_an_embedder_or_files_builds_nothing(backend, tmp_path):
+    target = await shared_target(backend, tmp_path)
+    async with open_store(target) as plain:
+        await plain.store_many(_entries(0, 3))
+        assert 0 == await plain.build_indexes()
+    async with open_store(":memory:", embedder=Switchable(), tuning=IN_GRAPHS) as memory:
+        await memory.store_many(_entries(0, 30))
+        assert 0 == await memory.build_indexes()

@@ -159,6 +159,7 @@ for command in (
     maintenance.scopes,
     vectors.embed_pending,
     vectors.reembed,
+    vectors.index,
     transfer.export_command,
     transfer.import_command,
     serve.mcp,

@@ -336,26 +336,26 @@ class ImportProgress:
         self._bar.stop()
 
 
-class ReembedProgress:
-    """The ``reembed`` progress bar on stderr, drawn only when stderr is a terminal."""
+class CountedProgress:
+    """A progress bar of a count on stderr (``reembed``, ``index``), drawn only on a terminal."""
 
-    def __init__(self) -> None:
+    def __init__(self, doing: str) -> None:
         err = console(stderr=True)
         self._bar = Progress(
-            TextColumn("embedding"),
+            TextColumn(doing),
             BarColumn(),
             MofNCompleteColumn(),
             TimeRemainingColumn(),
             console=err,
             disable=not err.is_terminal,
         )
-        self._task = self._bar.add_task("embedding", total=None)
+        self._task = self._bar.add_task(doing, total=None)
 
     def update(self, done: int, total: int) -> None:
-        """``done`` of ``total`` entries have their new vector."""
+        """``done`` of ``total`` are done."""
         self._bar.update(self._task, completed=done, total=total)
 
-    def __enter__(self) -> ReembedProgress:
+    def __enter__(self) -> CountedProgress:
         self._bar.start()
         return self
 

@@ -1,4 +1,4 @@
-"""The commands on the store's vectors: ``embed-pending`` and ``reembed``."""
+"""The commands on the store's vectors: ``embed-pending``, ``reembed`` and ``index``."""
 
 from __future__ import annotations
 
@@ -65,10 +65,10 @@ def reembed(settings: Settings, spec: str, batch_size: int) -> None:
     go only once every memory has its new one. Interrupted, it resumes where it
     stopped when run again. The old embedder is not needed.
     """
-    from loopctl_memory.cli.rendering import ReembedProgress
+    from loopctl_memory.cli.rendering import CountedProgress
 
     async def work(store: SqlMemoryStore) -> tuple[int, str, int]:
-        with ReembedProgress() as progress:
+        with CountedProgress("embedding") as progress:
             made = await store.reembed(spec, batch_size=batch_size, progress=progress.update)
         named = store.embedder
         assert named is not None  # noqa: S101 - reembed made it the store's
@@ -76,3 +76,28 @@ def reembed(settings: Settings, spec: str, batch_size: int) -> None:
 
     made, name, dims = with_store(settings, work, embedder=False)
     click.echo(f"Made {made} vectors with {name} ({dims} dims); it is now the store's embedder")
+
+
+@click.command(epilog=example(f"{PROG} --db ./agent.db index"))
+@click.pass_obj
+def index(settings: Settings) -> None:
+    """Put every memory's vector into the graph files that vector and hybrid searches use.
+
+    A search builds them itself when many vectors are outside one, so the first
+    search after a big import or reembed waits for it (minutes at a million
+    memories). Run this after such a load, with a progress bar, so that no
+    search waits. The files are a cache beside the database (in the user's
+    cache for PostgreSQL), shared by every process of the machine.
+    """
+    from loopctl_memory.cli.rendering import CountedProgress
+
+    async def work(store: SqlMemoryStore) -> int:
+        need_embedder(store)
+        with CountedProgress("indexing") as progress:
+            return await store.build_indexes(progress=progress.update)
+
+    held = with_store(settings, work)
+    if held:
+        click.echo(f"The vector graphs hold {held} memories' vectors")
+    else:
+        click.echo("No vectors to index")

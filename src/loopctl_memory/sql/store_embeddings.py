@@ -21,6 +21,7 @@ from loopctl_memory.flat import FlatBatch
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings
+from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.scope_rows import ScopeIds
 from loopctl_memory.sql.store_part import StorePart
@@ -153,6 +154,38 @@ class EmbeddingOperations(StorePart):
             lambda c, ids: embeddings.pending_count(c, made_by, ids),
             write=False,
         )
+
+    async def build_indexes(self, progress: Callable[[int, int], object] | None = None) -> int:
+        """Put every vector of the store's embedder into graph files now; how many they hold.
+
+        A retrieval by ``vector`` or ``hybrid`` builds a graph itself once more
+        than ``Tuning.vector_loose`` vectors are held outside one (on the first
+        retrieval after a bulk load, that is all of them: minutes at a million);
+        this builds it beforehand, as ``loopctl-memory index`` does, and for any
+        number of vectors. The files are a cache beside a SQLite file (in the
+        user's cache for PostgreSQL), shared by every process of the machine.
+        ``progress(done, total)`` is called as vectors go into a graph.
+        0 without an embedder or for ``:memory:``, which keeps its vectors in memory.
+
+        Raises:
+            StorageError: the files or the database could not be read or written.
+            EmbedderError: the store's vectors are now another embedder's (``reembed``).
+
+        """
+        embedder = self._embedder()
+        shared = self._shared
+        if embedder is None or shared.ranking.graph_home is None:
+            return 0
+        embedder_id, dims = embedder.embedder_id, embedder.embedder.dims
+        state = shared.ranking
+
+        def build(reader: Reader) -> int:
+            state.refresh(reader)
+            built = state.vectors(reader, embedder_id, dims, build=progress or _ignored)
+            return built.graph_count()
+
+        async with shared.ranking_lock:
+            return await self._unit.read("index", build)
 
     async def embed_pending(self, batch_size: int = 256) -> int:
         """Make the vectors of the view's pending entries, ``batch_size`` at a time; how many.
@@ -310,3 +343,7 @@ async def _add_vectors(
 ) -> None:
     del scope  # a vector goes to its entry whatever the view
     await embeddings.add_vectors(connection, made_by, rows)
+
+
+def _ignored(done: int, total: int) -> None:
+    del done, total

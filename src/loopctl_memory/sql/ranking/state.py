@@ -50,7 +50,7 @@ from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.indexed import read_indexed
 from loopctl_memory.sql.ranking.query_words import QueryWords
 from loopctl_memory.sql.ranking.streams import Streams
-from loopctl_memory.sql.ranking.vectors import StoreMark, VectorIndex
+from loopctl_memory.sql.ranking.vectors import Progress, StoreMark, VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment
 from loopctl_memory.sql.tail import RewrittenIndex, TailIndex
@@ -436,8 +436,12 @@ class RankingState:
             self._words = words
         return self._words
 
-    def vectors(self, connection: Reader, embedder_id: int, dims: int) -> VectorIndex:
+    def vectors(
+        self, connection: Reader, embedder_id: int, dims: int, *, build: Progress | None = None
+    ) -> VectorIndex:
         """The vectors by embedder ``embedder_id``, as current as the rest (read on first use).
+
+        ``build``: :meth:`VectorIndex.build_now`, told of its progress.
 
         Raises:
             EmbedderError: the store's vectors are now another embedder's (``reembed``).
@@ -451,10 +455,12 @@ class RankingState:
         mark = StoreMark.read(connection, self.top, self.change)
         if self._vectors is None or self._vectors.embedder_id != embedder_id:
             self._vectors = VectorIndex.loaded(
-                connection, (embedder_id, dims), mark, self.graph_home, self.tuning
+                connection, (embedder_id, dims), mark, self.graph_home, self.tuning, progress=build
             )
         else:
             self._vectors.refresh_graphs(connection, mark)
+        if build is not None:
+            self._vectors.build_now(connection, mark, build)
         return self._vectors
 
     def columns(self, connection: Reader) -> FilterColumns:

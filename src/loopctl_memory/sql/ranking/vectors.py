@@ -26,7 +26,7 @@ vector it does not hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,8 @@ from loopctl_memory.sql.tuning import Tuning
 Ints = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 Vectors = npt.NDArray[np.float32]
+Progress = Callable[[int, int], object]
+"""Called with (vectors put into the graph being built, how many it will hold)."""
 
 _ROWS_PER_FETCH = 8_192
 _SEQS_PER_LOOKUP = 10_000  # under SQLite's limit on bound parameters
@@ -94,21 +96,30 @@ class VectorIndex:
         mark: StoreMark,
         home: GraphHome | None,
         tuning: Tuning,
+        *,
+        progress: Progress | None = None,
     ) -> VectorIndex:
-        """The vectors by ``embedder`` (its id and dims), read as of ``mark``."""
+        """The vectors by ``embedder`` (its id and dims), read as of ``mark``.
+
+        ``progress``: told of a graph built meanwhile (see :meth:`load`).
+        """
         vectors = cls(*embedder, home, tuning)
         with connection.backend.reading_once(connection):
-            vectors.load(connection, mark)
+            vectors.load(connection, mark, progress)
         return vectors
 
     # --- reading ---
 
-    def load(self, connection: Reader, mark: StoreMark) -> None:
-        """Read every vector up to ``mark.top``, from the current graphs where they hold it."""
+    def load(self, connection: Reader, mark: StoreMark, progress: Progress | None = None) -> None:
+        """Read every vector up to ``mark.top``, from the current graphs where they hold it.
+
+        Where there is no current graph and more than ``Tuning.vector_loose``
+        vectors, one of them all is built first (``progress`` told of it).
+        """
         self._grow(mark.top)
         if self._home is not None:
             self._home.bind(mark.store_id)
-        manifest = self._first_graph(connection, mark)
+        manifest = self._first_graph(connection, mark, progress)
         if manifest is not None:
             self._use(connection, manifest, mark)
         else:
@@ -282,7 +293,34 @@ class VectorIndex:
         except OSError:
             return
 
-    def _first_graph(self, connection: Reader, mark: StoreMark) -> Manifest | None:
+    def build_now(
+        self, connection: Reader, mark: StoreMark, progress: Progress | None = None
+    ) -> None:
+        """Put every vector held here into a graph file now, whatever ``Tuning.vector_loose``.
+
+        As :meth:`refresh_graphs` does past that limit: a graph of them is added
+        (the newest graphs merged into one where there would be more than four),
+        or the graphs another process just built are taken. Nothing without a
+        place for files (``:memory:``) or without a vector held here.
+
+        Raises:
+            OSError: the files could not be written (the vectors stay held here).
+
+        """
+        home = self._home
+        if home is None or not self.held_count():
+            return
+        with home.lock():
+            current = self._current_manifest(mark)
+            if current is not None and current != self._manifest:
+                self._use(connection, current, mark)  # another process built meanwhile
+                if not self.held_count():
+                    return
+            self._use(connection, self._add_graph(connection, mark, progress), mark)
+
+    def _first_graph(
+        self, connection: Reader, mark: StoreMark, progress: Progress | None = None
+    ) -> Manifest | None:
         """The manifest to start from: the current one, or one built now for many vectors."""
         manifest = self._current_manifest(mark)
         if manifest is not None or self._home is None:
@@ -296,7 +334,7 @@ class VectorIndex:
             with self._home.lock():
                 manifest = self._current_manifest(mark)  # another process may have built it
                 if manifest is None:
-                    manifest = self._rebuild(connection, mark, keep=0)
+                    manifest = self._rebuild(connection, mark, keep=0, progress=progress)
         except OSError:
             return None
         return manifest
@@ -361,22 +399,32 @@ class VectorIndex:
         )
         self.read(connection, self.through, mark.top)
 
-    def _add_graph(self, connection: Reader, mark: StoreMark) -> Manifest:
+    def _add_graph(
+        self, connection: Reader, mark: StoreMark, progress: Progress | None = None
+    ) -> Manifest:
         """A manifest with a new graph of every vector held here (or the newest graphs merged)."""
         assert self._home is not None  # noqa: S101 - only with a home
         graphs = list(self._manifest.graphs) if self._manifest is not None else []
         if len(graphs) + 1 > _MAX_GRAPHS:
             largest = max(range(len(graphs)), key=lambda n: graphs[n][0].count)
-            return self._rebuild(connection, mark, keep=largest + 1)
+            return self._rebuild(connection, mark, keep=largest + 1, progress=progress)
         held = self.loose_seqs(np.ones(mark.top + 1, np.bool_))
+        batches = _in_batches(held, self.vectors_of)
         record = build(
-            self._home.new_path(), _in_batches(held, self.vectors_of), self.dims, mark.top
+            self._home.new_path(), _counted(batches, len(held), progress), self.dims, mark.top
         )
         manifest = self._manifest_with([*graphs, (record, mark.change)], mark)
         self._home.write(manifest)
         return manifest
 
-    def _rebuild(self, connection: Reader, mark: StoreMark, *, keep: int) -> Manifest:
+    def _rebuild(
+        self,
+        connection: Reader,
+        mark: StoreMark,
+        *,
+        keep: int,
+        progress: Progress | None = None,
+    ) -> Manifest:
         """A manifest of the first ``keep`` graphs and one of every stored vector above them.
 
         The caller holds the home's lock.
@@ -385,6 +433,13 @@ class VectorIndex:
         kept = list(self._manifest.graphs[:keep]) if self._manifest is not None else []
         after = max((record.through for record, _ in kept), default=0)
         batches = _stored_batches(connection, self.embedder_id, after, mark.top, self.dims)
+        if progress is not None:
+            (total,) = connection.one(
+                "SELECT count(*) FROM vectors WHERE embedder_id = ? AND entry_seq > ?"
+                " AND entry_seq <= ?",
+                (self.embedder_id, after, mark.top),
+            )
+            batches = _counted(batches, int(total), progress)
         record = build(self._home.new_path(), batches, self.dims, mark.top)
         manifest = self._manifest_with([*kept, (record, mark.change)], mark)
         self._home.write(manifest)
@@ -413,6 +468,21 @@ def stored_vectors(
     """The seqs of ``seqs`` with a stored vector (ascending) and those vectors."""
     rows = sorted(stored_rows(connection, embedder_id, seqs.tolist()), key=lambda row: int(row[0]))
     return _decoded(rows, dims)
+
+
+def _counted(
+    batches: Iterator[tuple[Ints, Vectors]], total: int, progress: Progress | None
+) -> Iterator[tuple[Ints, Vectors]]:
+    """``batches``, ``progress`` told before the first and after each has gone into the graph."""
+    if progress is None:
+        yield from batches
+        return
+    done = 0
+    progress(done, total)
+    for seqs, rows in batches:
+        yield seqs, rows
+        done += len(seqs)
+        progress(done, total)
 
 
 def _in_batches(seqs: Ints, vectors_of: Any) -> Iterator[tuple[Ints, Vectors]]:
