@@ -82,17 +82,8 @@ class FileWatch:
         Unlike :meth:`lost`, it notes nothing, so any thread may ask (the next
         :meth:`look_before_writing` sees a change all the same).
         """
-        try:
-            found = os.stat(self.path)
-        except FileNotFoundError:
-            what = "was removed or renamed"
-        except OSError as exc:
-            what = f"can no longer be examined ({exc.strerror})"
-        else:
-            if (found.st_dev, found.st_ino) == self._file.identity:
-                return None
-            what = "was replaced by another file"
-        return _lost_message(self.path, what)
+        found = self._looked()
+        return found if isinstance(found, str) else None
 
     def lost(self, *, wrote: bool) -> str | None:
         """After the store's work: why the path no longer names the file, or None.
@@ -100,6 +91,17 @@ class FileWatch:
         After a read (``wrote`` false), a modification is someone else's: it is
         counted, so that the next write checks the file first.
         """
+        found = self._looked()
+        if isinstance(found, str):
+            return found
+        seen = (found.st_mtime_ns, found.st_size)
+        if not wrote and seen != self._seen:
+            self.changes += 1
+        self._seen = seen
+        return None
+
+    def _looked(self) -> os.stat_result | str:
+        """The path's ``stat`` if it still names the file, else why it does not."""
         try:
             found = os.stat(self.path)
         except FileNotFoundError:
@@ -108,17 +110,9 @@ class FileWatch:
             what = f"can no longer be examined ({exc.strerror})"
         else:
             if (found.st_dev, found.st_ino) == self._file.identity:
-                seen = (found.st_mtime_ns, found.st_size)
-                if not wrote and seen != self._seen:
-                    self.changes += 1
-                self._seen = seen
-                return None
+                return found
             what = "was replaced by another file"
-        return _lost_message(self.path, what)
-
-
-def _lost_message(path: str, what: str) -> str:
-    return (
-        f"the database file {path} {what} while the store had it open: "
-        "the store acknowledges nothing more; reopen it"
-    )
+        return (
+            f"the database file {self.path} {what} while the store had it open: "
+            "the store acknowledges nothing more; reopen it"
+        )
