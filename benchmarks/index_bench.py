@@ -1,0 +1,111 @@
+"""The first vector search after a bulk load: building the graph in it, or beforehand.
+
+Two files of ``--size`` natural entries with 384-d vectors
+(:class:`benchmarks.vector_serving.CalibratedVectors`), written by ``store_many``
+with no retrieval, so that neither has a graph file. Then, each in a fresh
+interpreter: on the first file, open + the first ``hybrid`` query (which builds
+the graph); on the second, ``store.build_indexes()`` (what ``loopctl-memory
+index`` runs), then open + the first ``hybrid`` query.
+
+    .venv/bin/python -m benchmarks.index_bench [--size 100k] [--out benchmarks/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks import workloads
+from benchmarks.lifecycle_bench import write_section
+from benchmarks.run import ROOT, code_version, machine, parse_size, size_label
+from benchmarks.vector_serving import CalibratedVectors
+from loopctl_memory import open_store
+
+BEGIN, END = "<!-- index: begin -->", "<!-- index: end -->"
+_BATCH = 5_000
+_CHILD = """
+import asyncio, sys, time
+from benchmarks.vector_serving import CalibratedVectors
+from loopctl_memory import open_store
+
+async def main(path, build):
+    began = time.perf_counter()
+    async with open_store(path, embedder=CalibratedVectors()) as store:
+        if build:
+            await store.build_indexes()
+        else:
+            await store.retrieve("deploy the cache", 10, ranking="hybrid")
+    print(time.perf_counter() - began)
+
+asyncio.run(main(sys.argv[1], sys.argv[2] == "build"))
+"""
+
+
+async def _load(path: Path, size: int) -> None:
+    async with open_store(path, embedder=CalibratedVectors()) as store:
+        for batch in workloads.entry_batches("natural", size, _BATCH):
+            await store.store_many(batch)
+
+
+def _seconds(path: Path, what: str) -> float:
+    """The seconds a fresh interpreter takes to open ``path`` and ``what`` (build or query)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), what],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.strip())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Measure both ways and print (and write) the section."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.index_bench")
+    parser.add_argument("--size", type=parse_size, default=100_000, help="default 100k")
+    parser.add_argument("--out", type=Path, help="write the section into this markdown file")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="loopctl-index-") as scratch:
+        searched, indexed = Path(scratch) / "searched.db", Path(scratch) / "indexed.db"
+        for path in (searched, indexed):
+            asyncio.run(_load(path, args.size))
+        first = _seconds(searched, "query")
+        build = _seconds(indexed, "build")
+        after = _seconds(indexed, "query")
+    commit, dirty = code_version()
+    size = size_label(args.size)
+    text = "\n".join(
+        [
+            BEGIN,
+            "## The first vector search after a bulk load",
+            "",
+            "- Command: `python -m benchmarks.index_bench --out benchmarks/RESULTS.md`",
+            f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
+            f"- Machine: {machine()}",
+            f"- Code: commit {commit}{' (with uncommitted changes)' if dirty else ''}",
+            "",
+            "| in a fresh process, on a file of "
+            f"{size} entries with 384-d vectors and no graph yet | seconds |",
+            "| --- | --- |",
+            f"| open + the first `hybrid` query, which builds the graph | {first:.2f} |",
+            f"| `store.build_indexes()` (CLI `index`) | {build:.2f} |",
+            f"| then open + the first `hybrid` query | {after:.2f} |",
+            "",
+            "Each file written by `store_many` of natural entries (`benchmarks/workloads.py`)"
+            " with `CalibratedVectors`, and no retrieval; each row a fresh interpreter.",
+            END,
+        ]
+    )
+    print(text)
+    if args.out is not None:
+        write_section(args.out, text, BEGIN, END)
+
+
+if __name__ == "__main__":
+    main()
