@@ -48,7 +48,9 @@ async def connect(*args: Any, **kwargs: Any) -> aiosqlite.Connection:
     queues the stop of its worker thread without waiting for it; the thread then
     hands the stop's result to the event loop, and if the loop has closed
     meanwhile (``asyncio.run`` returning, a test ending) it dies with "Event loop
-    is closed". Waiting here keeps the loop open until then.
+    is closed". Waiting here keeps the loop open until then. A file that opens
+    but is not a database fails here too: its header is read before the
+    connection is handed out (SQLite reads nothing until a first statement).
     """
     connection = aiosqlite.connect(*args, **kwargs)
     # Before 0.22 the connection is the thread itself.
@@ -60,8 +62,21 @@ async def connect(*args: Any, **kwargs: Any) -> aiosqlite.Connection:
     if isinstance(worker, threading.Thread):
         worker.daemon = True  # as SQLAlchemy makes the threads it starts: never keep the process
     try:
-        return await connection
+        opened = await connection
     except BaseException:
-        if isinstance(worker, threading.Thread):
-            await asyncio.to_thread(worker.join, 1.0)  # it has nothing left to do but stop
+        await _stopped(worker)
         raise
+    try:
+        cursor = await opened.execute("PRAGMA schema_version")
+        await cursor.close()
+    except BaseException:
+        await opened.close()
+        await _stopped(worker)
+        raise
+    return opened
+
+
+async def _stopped(worker: object) -> None:
+    """Wait for a worker thread told to stop: it has nothing left to do but stop."""
+    if isinstance(worker, threading.Thread):
+        await asyncio.to_thread(worker.join, 1.0)
