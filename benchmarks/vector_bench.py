@@ -5,7 +5,7 @@ For each ``--sizes`` size:
 1. A natural file of that many entries is written by ``store_many`` with a
    384-d embedder (:class:`benchmarks.vector_serving.CalibratedVectors`: a
    model's cost without a model, neighbourhoods like a sentence embedder's);
-   then one vector retrieval in that process builds the graph file (timed).
+   then ``build_indexes`` in that process builds the graph file (timed).
 2. A fresh interpreter opens the file (open + first hybrid query), asks every
    query once (the query-vector cache: the embedder's time is excluded), then
    times ``vector`` and ``hybrid`` query by query (limit 10); its peak RSS is
@@ -85,7 +85,7 @@ def _log(message: str) -> None:
 
 
 async def _build(target: str | Path, size: int) -> tuple[float, float]:
-    """(entries/s of the build, seconds of the first vector retrieval: the graph's build)."""
+    """(entries/s of the build, seconds of ``build_indexes``: the graph's build)."""
     if isinstance(target, str):
         await _empty_postgresql(target)
     began = time.perf_counter()
@@ -94,7 +94,7 @@ async def _build(target: str | Path, size: int) -> tuple[float, float]:
             await store.store_many(batch)
         rate = size / (time.perf_counter() - began)
         began = time.perf_counter()
-        await store.retrieve("graph", 1, ranking="vector")
+        await store.build_indexes()
     return rate, time.perf_counter() - began
 
 

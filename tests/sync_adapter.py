@@ -79,6 +79,9 @@ class AsyncOverSync:
     async def pending_embeddings(self) -> int:
         return await asyncio.to_thread(self.sync.pending_embeddings)
 
+    async def build_indexes(self, progress: Any = None) -> int:
+        return await asyncio.to_thread(self.sync.build_indexes, progress)
+
     async def embed_pending(self, batch_size: int = 256) -> int:
         return await asyncio.to_thread(self.sync.embed_pending, batch_size)
 

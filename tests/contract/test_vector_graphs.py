@@ -1,16 +1,23 @@
 """Vectors in graph files, on a file and on PostgreSQL: a cache of the database, never its truth.
 
-Past ``Tuning.vector_loose`` held vectors a store writes graph files, which
-every process of the machine maps. InMemoryStore is the oracle of every answer
-while files are built, followed by another process, merged, damaged, taken
-from another store, made stale by a reindex, or cannot be written at all.
+Past ``Tuning.vector_loose`` held vectors a graph build is due, which every
+process of the machine maps once written. A retrieval never builds: it starts a
+child process that does (``Tuning.background_builds``), and ``build_indexes``
+builds in the process. Most tests here turn the children off and build with
+``build_indexes`` where a retrieval would have started one, so that what is
+built when is certain. InMemoryStore is the oracle of every answer while files
+are built, followed by another process, merged, damaged, taken from another
+store, made stale by a reindex, or cannot be written at all.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import random
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +30,19 @@ from loopctl_memory import (
     InMemoryStore,
     MemoryCategory,
     MemoryEntry,
+    StorageError,
     open_store,
 )
+from loopctl_memory.sql import graph_builds
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import SHARED_BACKENDS, shared_target
 from tests.contract.test_embeddings import Switchable, _entries, _same_rankings
 
 pytestmark = pytest.mark.parametrize("backend", SHARED_BACKENDS)
 
-IN_GRAPHS = Tuning(vector_loose=8, vector_exact=0)
-HELD = Tuning(vector_loose=10**9)
+IN_GRAPHS = Tuning(vector_loose=8, vector_exact=0, background_builds=False)
+IN_THE_BACKGROUND = Tuning(vector_loose=8, vector_exact=0)
+HELD = Tuning(vector_loose=10**9, background_builds=False)
 
 
 async def _directory(store: Any, target: str | Path) -> Path:
@@ -55,6 +65,12 @@ def _manifest(directory: Path) -> dict[str, Any]:
     return found
 
 
+async def _rank_then_build(store: Any, oracle: InMemoryStore) -> None:
+    """The oracle's answers, then the build a retrieval would have started."""
+    await _same_rankings(store, oracle)
+    await store.build_indexes()
+
+
 async def _pair(target: str | Path, tuning: Tuning = IN_GRAPHS) -> tuple[Any, InMemoryStore]:
     embedders = Switchable(), Switchable()
     store = await open_store(target, embedder=embedders[0], tuning=tuning)
@@ -67,7 +83,7 @@ async def test_a_store_past_the_held_limit_writes_graphs_that_a_new_process_uses
     try:
         for first in (0, 20, 40):
             await _both(store, oracle, _entries(first, 20))
-            await _same_rankings(store, oracle)
+            await _rank_then_build(store, oracle)
         directory = await _directory(store, target)
         graphs = _manifest(directory)["graphs"]
         assert graphs, "the vectors went into graph files"
@@ -89,7 +105,7 @@ async def test_a_new_process_takes_what_changed_after_the_graphs_from_the_databa
     try:
         batch = _entries(0, 36)
         await _both(store, oracle, batch)
-        await _same_rankings(store, oracle)  # the graphs hold all 36
+        await _rank_then_build(store, oracle)  # the graphs hold all 36
         for each in (store, oracle):
             embedder = each.embedder
             assert isinstance(embedder, Switchable)
@@ -113,7 +129,7 @@ async def test_a_second_process_follows_the_graphs_the_first_one_builds(backend,
         try:
             for first in (0, 30):
                 await _both(store, oracle, _entries(first, 30))
-                await _same_rankings(store, oracle)  # the first one builds
+                await _rank_then_build(store, oracle)  # the first one builds
                 await _same_rankings(second, oracle)  # the second one follows
             for each in (store, oracle):
                 await each.update((await each.retrieve("note 3 about", 1))[0].id, memory="zz")
@@ -131,7 +147,7 @@ async def test_graphs_are_merged_when_there_would_be_more_than_four(backend, tmp
         counts = []
         for first in range(0, 120, 12):
             await _both(store, oracle, _entries(first, 12))
-            await _same_rankings(store, oracle)
+            await _rank_then_build(store, oracle)
             counts.append(len(_manifest(await _directory(store, target))["graphs"]))
         assert max(counts) <= 4
         assert counts[-1] < max(counts), "the newest graphs were merged"
@@ -145,7 +161,7 @@ async def test_damaged_graph_files_are_built_again_and_never_answer(backend, tmp
     store, oracle = await _pair(target)
     try:
         await _both(store, oracle, _entries(0, 40))
-        await _same_rankings(store, oracle)
+        await _rank_then_build(store, oracle)
         directory = await _directory(store, target)
     finally:
         await store.close()
@@ -162,7 +178,7 @@ async def test_damaged_graph_files_are_built_again_and_never_answer(backend, tmp
     else:
         (directory / "manifest.json").write_text("{not json", "utf-8")
     async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
-        await _same_rankings(again, oracle)
+        await _rank_then_build(again, oracle)
     rebuilt = _manifest(directory)["graphs"]
     assert rebuilt
     assert name not in {graph["name"] for graph in rebuilt}
@@ -171,20 +187,23 @@ async def test_damaged_graph_files_are_built_again_and_never_answer(backend, tmp
 
 async def test_another_stores_graphs_are_never_used(backend, tmp_path):
     target = await shared_target(backend, tmp_path)
+    other = str(uuid.uuid4())  # another store: a new one each run, as a server outlives it
     store, oracle = await _pair(target)
     try:
         await _both(store, oracle, _entries(0, 40))
-        await _same_rankings(store, oracle)
+        await _rank_then_build(store, oracle)
         directory = await _directory(store, target)
         async with store.engine.begin() as connection:  # as if another store were here now
-            await connection.execute(text("UPDATE index_state SET store_id = 'another'"))
+            await connection.execute(
+                text("UPDATE index_state SET store_id = :other"), {"other": other}
+            )
     finally:
         await store.close()
     before = _manifest(directory)
     async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
-        await _same_rankings(again, oracle)
+        await _rank_then_build(again, oracle)
         moved = await _directory(again, target)
-    assert _manifest(moved)["store_id"] == "another"
+    assert _manifest(moved)["store_id"] == other
     assert moved != directory or _manifest(moved)["graphs"] != before["graphs"]
 
 
@@ -192,7 +211,7 @@ async def test_a_reindex_makes_the_graphs_stale_and_they_are_built_again(backend
     target = await shared_target(backend, tmp_path)
     config = ConsolidationConfig(merge=True, merge_threshold=0.3)
     embedders = Switchable(), Switchable()
-    tuning = Tuning(vector_loose=8, vector_exact=0, reindex_above=0)
+    tuning = Tuning(vector_loose=8, vector_exact=0, reindex_above=0, background_builds=False)
     store = await open_store(target, embedder=embedders[0], tuning=tuning, consolidation=config)
     oracle = InMemoryStore(embedder=embedders[1], consolidation=config)
     try:
@@ -202,29 +221,39 @@ async def test_a_reindex_makes_the_graphs_stale_and_they_are_built_again(backend
         ]
         for each in (store, oracle):
             await each.store_many(entries)
-        await _same_rankings(store, oracle)
+        await _rank_then_build(store, oracle)
         directory = await _directory(store, target)
         epoch = _manifest(directory)["epoch"]
         later = _entries(100, 12)
         for each in (store, oracle):
             await each.consolidate()  # merges many: their texts rewritten, a reindex
             await each.store_many(later)
-        await _same_rankings(store, oracle)
+        await _rank_then_build(store, oracle)
         assert _manifest(directory)["epoch"] == epoch + 1
     finally:
         await store.close()
 
 
-async def test_graphs_that_cannot_be_written_leave_every_vector_held(backend, tmp_path):
+async def test_graphs_that_cannot_be_written_leave_every_vector_held(backend, tmp_path, caplog):
     if backend != "sqlite-file":
         pytest.skip("the place of a file store's graphs is beside it")
     target = await shared_target(backend, tmp_path)
     Path(f"{target}-vectors").write_bytes(b"a file where the directory would go")  # noqa: ASYNC240
-    store, oracle = await _pair(target)
+    store, oracle = await _pair(target, IN_THE_BACKGROUND)
     try:
         for first in (0, 30):
             await _both(store, oracle, _entries(first, 30))
-            await _same_rankings(store, oracle)
+            await _same_rankings(store, oracle)  # a child is started: it cannot write them
+        with (
+            caplog.at_level(logging.WARNING, "loopctl_memory.sql.graph_builds"),
+            pytest.raises(StorageError, match="-vectors"),
+        ):
+            await store.build_indexes()  # waits for the child, then fails here
+        assert [True] == [
+            record.getMessage().startswith("building the vector graphs in the background failed")
+            for record in caplog.records
+        ]
+        await _same_rankings(store, oracle)
     finally:
         await store.close()
 
@@ -277,14 +306,14 @@ async def test_a_build_cut_short_leaves_nothing_that_answers(backend, tmp_path):
     store, oracle = await _pair(target)
     try:
         await _both(store, oracle, _entries(0, 20))
-        await _same_rankings(store, oracle)
+        await _rank_then_build(store, oracle)
         directory = await _directory(store, target)
         half = directory / "graph-0123456789abcdef0123456789abcdef.usearch.tmp"
         half.write_bytes(b"\x00" * 1000)
         later = _entries(20, 20)
         for each in (store, oracle):
             await each.store_many(later)
-        await _same_rankings(store, oracle)  # builds another graph: the manifest is replaced
+        await _rank_then_build(store, oracle)  # another graph: the manifest is replaced
         assert not half.exists(), "a new manifest clears what a build cut short left"
     finally:
         await store.close()
@@ -346,3 +375,48 @@ async def test_build_indexes_without_an_embedder_or_files_builds_nothing(backend
     async with open_store(":memory:", embedder=Switchable(), tuning=IN_GRAPHS) as memory:
         await memory.store_many(_entries(0, 30))
         assert 0 == await memory.build_indexes()
+
+
+async def test_a_retrieval_never_builds_a_graph_a_child_process_does(backend, tmp_path, caplog):
+    """Past the held limit a retrieval answers exactly and starts a child that builds them all."""
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target, IN_THE_BACKGROUND)
+    told: list[tuple[int, int]] = []
+    try:
+        await _both(store, oracle, _entries(0, 40))
+        with caplog.at_level(logging.WARNING):
+            await _same_rankings(store, oracle)  # the first one starts the child
+            assert 40 == await store.build_indexes(progress=lambda *done: told.append(done))
+        assert [] == told, "the child built every graph: nothing was left to build here"
+        assert [] == caplog.records
+        graphs = _manifest(await _directory(store, target))["graphs"]
+        assert [40] == [graph["count"] for graph in graphs]
+        await _same_rankings(store, oracle)
+    finally:
+        await store.close()
+    async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
+        await _same_rankings(again, oracle)
+
+
+async def test_closing_the_store_stops_the_child_still_building(
+    backend, tmp_path, caplog, monkeypatch
+):
+    target = await shared_target(backend, tmp_path)
+    told = tmp_path / "child.pid"
+    monkeypatch.setattr(graph_builds, "CHILD", "tests.contract.hanging_graph_child")
+    monkeypatch.setenv("LOOPCTL_MEMORY_TEST_CHILD_PID", str(told))
+    store, oracle = await _pair(target, IN_THE_BACKGROUND)
+    try:
+        await _both(store, oracle, _entries(0, 40))
+        await _same_rankings(store, oracle)  # starts the child, which never ends on its own
+        for _ in range(600):  # until it has started: a wait, not a measure of time
+            if told.exists() and told.read_text("utf-8"):
+                break
+            await asyncio.sleep(0.1)
+        pid = int(told.read_text("utf-8"))
+    finally:
+        with caplog.at_level(logging.WARNING):
+            await store.close()
+    assert [] == caplog.records, "a child stopped by closing is no failure"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # stopped and reaped

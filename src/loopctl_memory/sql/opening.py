@@ -45,6 +45,7 @@ from loopctl_memory.sql.engine import (
     resolve_target,
 )
 from loopctl_memory.sql.files.held import HeldFile, hold
+from loopctl_memory.sql.graph_builds import GraphBuilds
 from loopctl_memory.sql.ranking.graph_home import beside_file, in_user_cache
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.sql.tuning import Tuning
@@ -252,9 +253,10 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         else CallerLane(connect_here, resolved.backend, resolved.describe())
     )
     unit = UnitOfWork(engine, resolved, read_only=read_only, held=held, caller_lane=lane)
+    tuning = options.get("tuning") or Tuning()
     store = SqlMemoryStore.over(
         unit,
-        tuning=options.get("tuning") or Tuning(),
+        tuning=tuning,
         track_access=track_access,
         consolidation=consolidation,
         clock=options.get("clock"),
@@ -267,6 +269,10 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         graph_home=None
         if resolved.is_memory
         else (in_user_cache() if file is None else beside_file(file)),
+        graph_builds=GraphBuilds(
+            str(file) if file is not None else resolved.url.render_as_string(hide_password=False),
+            enabled=tuning.background_builds and not resolved.is_memory,
+        ),
     )
     migrating = options.get("migrate", True)
     try:

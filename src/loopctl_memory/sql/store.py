@@ -39,6 +39,7 @@ from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index, repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
+from loopctl_memory.sql.graph_builds import GraphBuilds
 from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.scope_rows import ScopeIds, scope_counts
@@ -88,13 +89,14 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         context: Context = "auto",
         embed_timeout: float = DEFAULT_TIMEOUT,
         graph_home: GraphHome | None = None,
+        graph_builds: GraphBuilds | None = None,
         ttl: timedelta | None = None,
         refresh_on_read: bool = False,
     ) -> SqlMemoryStore:
         """The root store over ``unit``, with options already checked (see ``open_store``).
 
         ``graph_home``: where the vectors' graph files go (None: nowhere, every vector
-        is held in memory).
+        is held in memory); ``graph_builds``: who builds them when one is due (None: none).
         """
         shared = SharedState(
             unit=unit,
@@ -103,6 +105,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             consolidation=consolidation,
             clock=clock or _utc_now,
             ranking=RankingState(tuning, graph_home),  # this process's copy for retrieval
+            graph_builds=graph_builds or GraphBuilds("", enabled=False),
             ranks_by=ranking,
             bm25=bm25 or Bm25Parameters(),
             context=context,
@@ -324,6 +327,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             ),
             clock=shared.clock if shared.track_access else None,
         )
+        if embedder is not None and shared.ranking.graph_build_due:
+            shared.graph_builds.start(embedder.embedder.name, embedder.embedder.dims)
         await self._refresh([entry for entry, _ in found])
         return found
 
@@ -554,7 +559,11 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         return await self._in_scope("summary", repository.summarise, write=False)
 
     async def close(self) -> None:
-        """Release every connection (of the store and all its views). Idempotent."""
+        """Release every connection (of the store and all its views). Idempotent.
+
+        A graph build under way in a child process is stopped (see ``build_indexes``).
+        """
+        await self._shared.graph_builds.stop()
         await self._unit.close()
 
     async def __aenter__(self) -> SqlMemoryStore:

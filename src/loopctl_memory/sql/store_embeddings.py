@@ -158,12 +158,14 @@ class EmbeddingOperations(StorePart):
     async def build_indexes(self, progress: Callable[[int, int], object] | None = None) -> int:
         """Put every vector of the store's embedder into graph files now; how many they hold.
 
-        A retrieval by ``vector`` or ``hybrid`` builds a graph itself once more
-        than ``Tuning.vector_loose`` vectors are held outside one (on the first
-        retrieval after a bulk load, that is all of them: minutes at a million);
-        this builds it beforehand, as ``loopctl-memory index`` does, and for any
-        number of vectors. The files are a cache beside a SQLite file (in the
-        user's cache for PostgreSQL), shared by every process of the machine.
+        A retrieval by ``vector`` or ``hybrid`` never builds a graph: past
+        ``Tuning.vector_loose`` vectors outside one it scores them all exactly
+        and starts a build in a child process of the store, which closing the
+        store stops (so a short-lived process rarely finishes one). This builds
+        them here and now, as ``loopctl-memory index`` does, for any number of
+        vectors, once a child building meanwhile has ended. The files are a
+        cache beside a SQLite file (in the user's cache for PostgreSQL), shared
+        by every process of the machine.
         ``progress(done, total)`` is called as vectors go into a graph.
         0 without an embedder or for ``:memory:``, which keeps its vectors in memory.
 
@@ -176,6 +178,7 @@ class EmbeddingOperations(StorePart):
         shared = self._shared
         if embedder is None or shared.ranking.graph_home is None:
             return 0
+        await shared.graph_builds.wait()  # a child building now: what it builds is not redone
         embedder_id, dims = embedder.embedder_id, embedder.embedder.dims
         state = shared.ranking
 

@@ -13,6 +13,7 @@ from loopctl_memory.embedding import DEFAULT_TIMEOUT
 from loopctl_memory.flat import EPOCH, MICROSECOND
 from loopctl_memory.lifecycle import ConsolidationConfig, check_now
 from loopctl_memory.sql.embeddings import StoreEmbedder
+from loopctl_memory.sql.graph_builds import GraphBuilds
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.term_ids import KnownTerms
 from loopctl_memory.sql.tuning import Tuning
@@ -29,6 +30,7 @@ class SharedState:
     consolidation: ConsolidationConfig
     clock: Callable[[], datetime]
     ranking: RankingState
+    graph_builds: GraphBuilds  # the child building vector graphs, when one is due
     ranks_by: str  # the ranking retrieve uses when a call names none
     bm25: Bm25Parameters
     context: Context = "auto"  # the context weight retrieve uses when a call names none

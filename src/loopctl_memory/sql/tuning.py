@@ -31,6 +31,9 @@ class Tuning:
     """Vectors a process holds itself as binary32 rows and scores exactly at every vector
     retrieval; beyond them, a store with a place for files puts them into a graph file,
     shared by the processes of the machine (``:memory:`` holds every vector)."""
+    background_builds: bool = True
+    """Whether a retrieval that finds a graph build due (past ``vector_loose``) starts one
+    in a child process of the store. Off, only ``build_indexes`` builds (tests set this)."""
     vector_candidates: int = 1_024
     """Entries a vector retrieval asks the graphs for (the search's breadth): more finds the
     exact best more often, at a cost in time. At a million 384-d vectors (graphs built with

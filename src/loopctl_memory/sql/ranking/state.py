@@ -455,13 +455,18 @@ class RankingState:
         mark = StoreMark.read(connection, self.top, self.change)
         if self._vectors is None or self._vectors.embedder_id != embedder_id:
             self._vectors = VectorIndex.loaded(
-                connection, (embedder_id, dims), mark, self.graph_home, self.tuning, progress=build
+                connection, (embedder_id, dims), mark, self.graph_home, self.tuning
             )
         else:
             self._vectors.refresh_graphs(connection, mark)
         if build is not None:
             self._vectors.build_now(connection, mark, build)
         return self._vectors
+
+    @property
+    def graph_build_due(self) -> bool:
+        """Whether the vectors read hold more outside a graph than they should (see vectors)."""
+        return self._vectors is not None and self._vectors.build_due
 
     def columns(self, connection: Reader) -> FilterColumns:
         """The columns filters test, as current as the rest (read on first use)."""

@@ -8,10 +8,14 @@ again.
 
 A store with few vectors, or with no place for files (``:memory:``), holds
 them all here as binary32 rows by seq, scored exactly at every retrieval.
-Once more than ``Tuning.vector_loose`` are held so, they go into a graph file
-(:mod:`~loopctl_memory.sql.ranking.graph`) named by the store's manifest
-(:mod:`~loopctl_memory.sql.ranking.graph_home`), shared by every process of
-the machine, and this process holds only the vectors no current graph holds:
+Once more than ``Tuning.vector_loose`` are held so, a build is due: they go
+into a graph file (:mod:`~loopctl_memory.sql.ranking.graph`) named by the
+store's manifest (:mod:`~loopctl_memory.sql.ranking.graph_home`), shared by
+every process of the machine. A retrieval never builds one (it scores the
+held vectors exactly meanwhile): :meth:`VectorIndex.build_now` does, in a
+child process of the store (:mod:`~loopctl_memory.sql.graph_builds`) or in
+``build_indexes``. Once a graph is current, this process holds only the
+vectors no current graph holds:
 
 - ``dense``: the vectors of the seqs above ``through``, the highest seq any
   graph covers;
@@ -87,6 +91,9 @@ class VectorIndex:
         self.dense: Vectors = np.zeros((1, dims), np.float32)
         """Row ``n``: the vector of seq ``through + n`` (row 0 unused)."""
         self.extra: dict[int, Vectors] = {}
+        self.build_due = False
+        """Whether more than ``Tuning.vector_loose`` vectors are held here, outside a graph,
+        where there is a place for files: a build (:meth:`build_now`) is due."""
 
     @classmethod
     def loaded(
@@ -96,34 +103,29 @@ class VectorIndex:
         mark: StoreMark,
         home: GraphHome | None,
         tuning: Tuning,
-        *,
-        progress: Progress | None = None,
     ) -> VectorIndex:
-        """The vectors by ``embedder`` (its id and dims), read as of ``mark``.
-
-        ``progress``: told of a graph built meanwhile (see :meth:`load`).
-        """
+        """The vectors by ``embedder`` (its id and dims), read as of ``mark``."""
         vectors = cls(*embedder, home, tuning)
         with connection.backend.reading_once(connection):
-            vectors.load(connection, mark, progress)
+            vectors.load(connection, mark)
         return vectors
 
     # --- reading ---
 
-    def load(self, connection: Reader, mark: StoreMark, progress: Progress | None = None) -> None:
+    def load(self, connection: Reader, mark: StoreMark) -> None:
         """Read every vector up to ``mark.top``, from the current graphs where they hold it.
 
-        Where there is no current graph and more than ``Tuning.vector_loose``
-        vectors, one of them all is built first (``progress`` told of it).
+        Never builds a graph: without one, every vector is held here (see :attr:`build_due`).
         """
         self._grow(mark.top)
         if self._home is not None:
             self._home.bind(mark.store_id)
-        manifest = self._first_graph(connection, mark, progress)
+        manifest = self._current_manifest(mark)
         if manifest is not None:
             self._use(connection, manifest, mark)
         else:
             self.read(connection, 0, mark.top)
+        self._note_due()
 
     def read(self, connection: Reader, after: int, through: int) -> None:
         """Read the vectors of the entries with ``after < seq <= through`` (new ones)."""
@@ -269,9 +271,9 @@ class VectorIndex:
     # --- graph files ---
 
     def refresh_graphs(self, connection: Reader, mark: StoreMark) -> None:
-        """Follow the manifest if another process replaced it; build a graph if too many are held.
+        """Follow the manifest if another process (or a build) replaced it; never build.
 
-        A failure to write the files costs nothing but speed: the vectors stay held here.
+        Then :attr:`build_due` says whether a graph should be built.
         """
         home = self._home
         if home is None:
@@ -280,18 +282,10 @@ class VectorIndex:
             manifest = self._current_manifest(mark)
             if manifest is not None and manifest != self._manifest:
                 self._use(connection, manifest, mark)
-                return
-        if self.held_count() <= self._tuning.vector_loose:
-            return
-        try:
-            with home.lock():
-                current = self._current_manifest(mark)
-                if current is not None and current != self._manifest:
-                    self._use(connection, current, mark)  # another process built meanwhile
-                    return
-                self._use(connection, self._add_graph(connection, mark), mark)
-        except OSError:
-            return
+        self._note_due()
+
+    def _note_due(self) -> None:
+        self.build_due = self._home is not None and self.held_count() > self._tuning.vector_loose
 
     def build_now(
         self, connection: Reader, mark: StoreMark, progress: Progress | None = None
@@ -317,27 +311,6 @@ class VectorIndex:
                 if not self.held_count():
                     return
             self._use(connection, self._add_graph(connection, mark, progress), mark)
-
-    def _first_graph(
-        self, connection: Reader, mark: StoreMark, progress: Progress | None = None
-    ) -> Manifest | None:
-        """The manifest to start from: the current one, or one built now for many vectors."""
-        manifest = self._current_manifest(mark)
-        if manifest is not None or self._home is None:
-            return manifest
-        (count,) = connection.one(
-            "SELECT count(*) FROM vectors WHERE embedder_id = ?", (self.embedder_id,)
-        )
-        if int(count) <= self._tuning.vector_loose:
-            return None
-        try:
-            with self._home.lock():
-                manifest = self._current_manifest(mark)  # another process may have built it
-                if manifest is None:
-                    manifest = self._rebuild(connection, mark, keep=0, progress=progress)
-        except OSError:
-            return None
-        return manifest
 
     def _current_manifest(self, mark: StoreMark) -> Manifest | None:
         """The manifest, if it is this store's, embedder's and epoch's and its graphs open."""

@@ -1,0 +1,61 @@
+"""The child process that builds a store's vector graphs (:mod:`.graph_builds` starts it).
+
+``python -m loopctl_memory.sql.graph_child`` reads one JSON object on stdin
+(``target``, the embedder's ``name`` and ``dims``: what the parent's store
+records), opens the database read-only and runs ``build_indexes``. It makes no
+vector: the embedder it names is a stand-in that refuses to embed. Exit status
+0 once the manifest names the graphs (or another process built them first);
+1 with the reason on stderr otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any, NoReturn
+
+from loopctl_memory.errors import EmbedderError, LoopMemoryError
+from loopctl_memory.sql.graph_builds import request
+from loopctl_memory.sql.opening import open_store
+
+
+class RecordedName:
+    """The store's embedder by name and size only: the build reads vectors, it makes none."""
+
+    def __init__(self, name: str, dims: int) -> None:
+        self.name = name
+        self.dims = dims
+
+    def embed_documents(self, texts: list[str]) -> Any:
+        """Never called by a build."""
+        del texts
+        raise EmbedderError("the graph builder makes no vectors")
+
+    def embed_query(self, text: str) -> Any:
+        """Never called by a build."""
+        del text
+        raise EmbedderError("the graph builder makes no vectors")
+
+
+async def build(target: str, name: str, dims: int) -> int:
+    """Open ``target`` read-only and build its graphs; how many vectors they hold."""
+    async with await open_store(
+        target, read_only=True, migrate=False, embedder=RecordedName(name, dims)
+    ) as store:
+        return await store.build_indexes()
+
+
+def main() -> NoReturn:
+    """Build what stdin names; exit 0, or 1 saying why on stderr."""
+    try:
+        target, name, dims = request(json.loads(sys.stdin.read()))
+        asyncio.run(build(target, name, dims))
+    except (LoopMemoryError, ValueError, KeyError, TypeError) as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
