@@ -83,11 +83,12 @@ def reembed(settings: Settings, spec: str, batch_size: int) -> None:
 def index(settings: Settings) -> None:
     """Put every memory's vector into the graph files that vector and hybrid searches use.
 
-    A search builds them itself when many vectors are outside one, so the first
-    search after a big import or reembed waits for it (minutes at a million
-    memories). Run this after such a load, with a progress bar, so that no
-    search waits. The files are a cache beside the database (in the user's
-    cache for PostgreSQL), shared by every process of the machine.
+    Until they are built, a search scores every vector outside them exactly:
+    slow past many thousands (a second at a million memories), and a command
+    that ends stops the build its search started in the background. Run this
+    after a big import or reembed, with a progress bar. The files are a cache
+    beside the database (in the user's cache for PostgreSQL), shared by every
+    process of the machine.
     """
     from loopctl_memory.cli.rendering import CountedProgress
 

@@ -292,9 +292,10 @@ class VectorIndex:
     ) -> None:
         """Put every vector held here into a graph file now, whatever ``Tuning.vector_loose``.
 
-        As :meth:`refresh_graphs` does past that limit: a graph of them is added
-        (the newest graphs merged into one where there would be more than four),
-        or the graphs another process just built are taken. Nothing without a
+        A graph of them is added (the newest graphs merged into one where there
+        would be more than four), or the graphs another process just built are
+        taken. The caller is a store's child process or ``build_indexes``,
+        never a retrieval. Nothing without a
         place for files (``:memory:``) or without a vector held here.
 
         Raises:
