@@ -16,14 +16,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import json
+import statistics
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks import workloads
-from benchmarks.lifecycle_bench import write_section
+from benchmarks.lifecycle_bench import percentile, write_section
 from benchmarks.run import ROOT, code_version, machine, parse_size, size_label
 from benchmarks.vector_serving import CalibratedVectors
 from loopctl_memory import open_store
@@ -46,6 +49,37 @@ async def main(path, build):
 
 asyncio.run(main(sys.argv[1], sys.argv[2] == "build"))
 """
+_SERVING = """
+import asyncio, json, sys, time
+from pathlib import Path
+from benchmarks import workloads
+from benchmarks.vector_serving import CalibratedVectors
+from loopctl_memory import open_store
+
+async def main(path, count):
+    manifest = Path(f"{path}-vectors/manifest.json")
+    queries = workloads.queries("natural", count)
+    async with open_store(path, embedder=CalibratedVectors()) as store:
+        for query in queries:  # their vectors made once: the embedder is not timed
+            store.embedder.embed_query(query)
+        during = []
+        while not manifest.exists() and len(during) < 10 * count:
+            query = queries[len(during) % count]
+            began = time.perf_counter()
+            await store.retrieve(query, 10, ranking="hybrid")
+            during.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        await store.build_indexes()
+        waited = time.perf_counter() - began
+        after = []
+        for query in queries:
+            began = time.perf_counter()
+            await store.retrieve(query, 10, ranking="hybrid")
+            after.append(time.perf_counter() - began)
+    print(json.dumps({"during": during, "waited": waited, "after": after}))
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
 
 
 async def _load(path: Path, size: int) -> None:
@@ -66,19 +100,41 @@ def _seconds(path: Path, what: str) -> float:
     return float(done.stdout.strip())
 
 
+def _serving(path: Path, count: int) -> dict[str, Any]:
+    """A fresh interpreter's hybrid query timings while its child builds the graph, and after."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SERVING, str(path), str(count)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def _ms(timings: list[float]) -> str:
+    if not timings:
+        return "none (built before the first)"
+    return f"{statistics.median(timings) * 1e3:.1f} / {percentile(timings, 95) * 1e3:.1f}"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Measure both ways and print (and write) the section."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.index_bench")
     parser.add_argument("--size", type=parse_size, default=100_000, help="default 100k")
+    parser.add_argument("--queries", type=int, default=200, help="default 200")
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="loopctl-index-") as scratch:
         searched, indexed = Path(scratch) / "searched.db", Path(scratch) / "indexed.db"
-        for path in (searched, indexed):
+        served = Path(scratch) / "served.db"
+        for path in (searched, indexed, served):
             asyncio.run(_load(path, args.size))
         first = _seconds(searched, "query")
         build = _seconds(indexed, "build")
         after = _seconds(indexed, "query")
+        serving = _serving(served, args.queries)
     commit, dirty = code_version()
     size = size_label(args.size)
     text = "\n".join(
@@ -97,6 +153,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"| open + the first `hybrid` query, no graph yet: every vector scored | {first:.2f} |",
             f"| `store.build_indexes()` (CLI `index`) | {build:.2f} |",
             f"| then open + the first `hybrid` query | {after:.2f} |",
+            "",
+            "A long-lived process on a third such file: `hybrid` queries (limit 10) one after"
+            " another while the child its first query started builds the graph, then"
+            " `build_indexes()` (which waits for the child), then each query once more.",
+            "",
+            "| serving | p50 / p95 ms | queries |",
+            "| --- | --- | --- |",
+            f"| while the child builds | {_ms(serving['during'])} | {len(serving['during'])} |",
+            f"| after (`build_indexes` waited {serving['waited']:.1f} s) |"
+            f" {_ms(serving['after'])} | {len(serving['after'])} |",
             "",
             "Each file written by `store_many` of natural entries (`benchmarks/workloads.py`)"
             " with `CalibratedVectors`, and no retrieval; each row a fresh interpreter.",

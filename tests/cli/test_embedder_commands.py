@@ -166,14 +166,13 @@ def test_a_recorded_python_spec_runs_only_when_given(on_db, monkeypatch):
     assert len(json.loads(result.stdout)) == 1
 
 
-def test_index_puts_the_vectors_into_graph_files_that_searches_then_use(on_db, db):
+def test_index_builds_no_graph_for_vectors_scored_faster_exactly(on_db, db):
     on_db("init", "--embedder", SPEC)
     _add(on_db)
     result = on_db("index")
     assert 0 == result.exit_code, result.output
-    assert "The vector graphs hold 3 memories' vectors" in result.stdout
-    manifest = json.loads((db.with_name(f"{db.name}-vectors") / "manifest.json").read_text())
-    assert [3] == [graph["count"] for graph in manifest["graphs"]]
+    assert "No graph is needed: up to 50,000 vectors" in result.stdout
+    assert not db.with_name(f"{db.name}-vectors").exists()
     result = on_db("search", "cache deploy", "--ranking", "vector", "--json")
     assert 0 == result.exit_code, result.output
     shown = [(entry["id"], entry["score"]) for entry in json.loads(result.stdout)]

@@ -321,10 +321,10 @@ async def test_a_build_cut_short_leaves_nothing_that_answers(backend, tmp_path):
         await _same_rankings(again, oracle)
 
 
-async def test_build_indexes_puts_every_vector_into_graphs_before_any_retrieval(backend, tmp_path):
-    """Below the held limit too; a new process then builds nothing and answers the same."""
+async def test_build_indexes_builds_what_is_due_before_any_retrieval(backend, tmp_path):
+    """Past the held limit only; a new process then builds nothing and answers the same."""
     target = await shared_target(backend, tmp_path)
-    store, oracle = await _pair(target, HELD)
+    store, oracle = await _pair(target)
     told: list[tuple[int, int]] = []
     try:
         await _both(store, oracle, _entries(0, 30))
@@ -335,16 +335,19 @@ async def test_build_indexes_puts_every_vector_into_graphs_before_any_retrieval(
         graphs = _manifest(directory)["graphs"]
         assert [30] == [graph["count"] for graph in graphs]
         assert 30 == await store.build_indexes(), "nothing held outside a graph: nothing built"
+        await _both(store, oracle, _entries(30, 5))
+        assert 30 == await store.build_indexes(), "5 held, within the limit: no graph due"
         assert graphs == _manifest(directory)["graphs"]
         await _same_rankings(store, oracle)
-        await _both(store, oracle, _entries(30, 5))
-        assert 35 == await store.build_indexes()
-        assert [30, 5] == [graph["count"] for graph in _manifest(directory)["graphs"]]
+        await _both(store, oracle, _entries(35, 5))
+        assert 40 == await store.build_indexes()
+        assert [30, 10] == [graph["count"] for graph in _manifest(directory)["graphs"]]
         graphs = _manifest(directory)["graphs"]
     finally:
         await store.close()
-    async with open_store(target, embedder=Switchable(), tuning=HELD) as again:
+    async with open_store(target, embedder=Switchable(), tuning=IN_GRAPHS) as again:
         await _same_rankings(again, oracle)
+        assert 40 == await again.build_indexes()
     assert graphs == _manifest(directory)["graphs"], "a new process builds nothing"
 
 

@@ -101,4 +101,7 @@ def index(settings: Settings) -> None:
     if held:
         click.echo(f"The vector graphs hold {held} memories' vectors")
     else:
-        click.echo("No vectors to index")
+        click.echo(
+            "No graph is needed: up to 50,000 vectors outside one are scored exactly,"
+            " faster than a graph finds them"
+        )

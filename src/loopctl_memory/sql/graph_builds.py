@@ -39,12 +39,14 @@ _REPORTED = 2_000  # characters of a failed child's error output a warning shows
 class GraphBuilds:
     """The child building a store's vector graphs, if one runs."""
 
-    def __init__(self, target: str, *, enabled: bool) -> None:
+    def __init__(self, target: str, *, enabled: bool, vector_loose: int = 0) -> None:
         """``target``: what the child opens (a file's path, or a server's URL with its password).
 
-        ``enabled``: false, no child is ever started (``Tuning.background_builds``).
+        ``enabled``: false, no child is ever started (``Tuning.background_builds``);
+        ``vector_loose``: the store's, past which the child builds.
         """
         self._target = target
+        self._vector_loose = vector_loose
         self._enabled = enabled
         self._child: subprocess.Popen[bytes] | None = None
         self._errors: IO[bytes] | None = None
@@ -80,9 +82,8 @@ class GraphBuilds:
         self._child, self._errors = child, errors
         assert child.stdin is not None  # noqa: S101 - asked for
         with contextlib.suppress(OSError):  # a child that died at once: told when it ends
-            child.stdin.write(
-                json.dumps({"target": self._target, "name": name, "dims": dims}).encode()
-            )
+            asked = {"target": self._target, "name": name, "dims": dims}
+            child.stdin.write(json.dumps({**asked, "vector_loose": self._vector_loose}).encode())
             child.stdin.close()
 
     async def wait(self) -> None:
@@ -131,6 +132,7 @@ def _tail(errors: IO[bytes] | None) -> str:
     return text[-_REPORTED:] or "no output"
 
 
-def request(payload: dict[str, Any]) -> tuple[str, str, int]:
-    """(target, embedder name, dims) from what a parent wrote to its child's stdin."""
-    return str(payload["target"]), str(payload["name"]), int(payload["dims"])
+def request(payload: dict[str, Any]) -> tuple[str, str, int, int]:
+    """(target, embedder name, dims, vector_loose) from what a parent wrote to its child."""
+    asked = payload["target"], payload["name"], payload["dims"], payload["vector_loose"]
+    return str(asked[0]), str(asked[1]), int(asked[2]), int(asked[3])

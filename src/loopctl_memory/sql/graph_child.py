@@ -1,11 +1,11 @@
 """The child process that builds a store's vector graphs (:mod:`.graph_builds` starts it).
 
 ``python -m loopctl_memory.sql.graph_child`` reads one JSON object on stdin
-(``target``, the embedder's ``name`` and ``dims``: what the parent's store
-records), opens the database read-only and runs ``build_indexes``. It makes no
-vector: the embedder it names is a stand-in that refuses to embed. Exit status
-0 once the manifest names the graphs (or another process built them first);
-1 with the reason on stderr otherwise.
+(``target``, the embedder's ``name`` and ``dims`` the parent's store records,
+and its ``vector_loose``), opens the database read-only and runs
+``build_indexes``. It makes no vector: the embedder it names is a stand-in
+that refuses to embed. Exit status 0 once the manifest names the graphs (or
+another process built them first); 1 with the reason on stderr otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from loopctl_memory.errors import EmbedderError, LoopMemoryError
 from loopctl_memory.sql.graph_builds import request
 from loopctl_memory.sql.opening import open_store
+from loopctl_memory.sql.tuning import Tuning
 
 
 class RecordedName:
@@ -38,10 +39,14 @@ class RecordedName:
         raise EmbedderError("the graph builder makes no vectors")
 
 
-async def build(target: str, name: str, dims: int) -> int:
-    """Open ``target`` read-only and build its graphs; how many vectors they hold."""
+async def build(target: str, name: str, dims: int, vector_loose: int) -> int:
+    """Open ``target`` read-only, build the graphs due past ``vector_loose``; what they hold."""
     async with await open_store(
-        target, read_only=True, migrate=False, embedder=RecordedName(name, dims)
+        target,
+        read_only=True,
+        migrate=False,
+        embedder=RecordedName(name, dims),
+        tuning=Tuning(vector_loose=vector_loose, background_builds=False),
     ) as store:
         return await store.build_indexes()
 
@@ -49,8 +54,7 @@ async def build(target: str, name: str, dims: int) -> int:
 def main() -> NoReturn:
     """Build what stdin names; exit 0, or 1 saying why on stderr."""
     try:
-        target, name, dims = request(json.loads(sys.stdin.read()))
-        asyncio.run(build(target, name, dims))
+        asyncio.run(build(*request(json.loads(sys.stdin.read()))))
     except (LoopMemoryError, ValueError, KeyError, TypeError) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -272,6 +272,7 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         graph_builds=GraphBuilds(
             str(file) if file is not None else resolved.url.render_as_string(hide_password=False),
             enabled=tuning.background_builds and not resolved.is_memory,
+            vector_loose=tuning.vector_loose,
         ),
     )
     migrating = options.get("migrate", True)

@@ -156,18 +156,19 @@ class EmbeddingOperations(StorePart):
         )
 
     async def build_indexes(self, progress: Callable[[int, int], object] | None = None) -> int:
-        """Put every vector of the store's embedder into graph files now; how many they hold.
+        """Build the graph files a store's vectors are due now; how many vectors they hold.
 
-        A retrieval by ``vector`` or ``hybrid`` never builds a graph: past
-        ``Tuning.vector_loose`` vectors outside one it scores them all exactly
-        and starts a build in a child process of the store, which closing the
-        store stops (so a short-lived process rarely finishes one). This builds
-        them here and now, as ``loopctl-memory index`` does, for any number of
-        vectors, once a child building meanwhile has ended. The files are a
-        cache beside a SQLite file (in the user's cache for PostgreSQL), shared
-        by every process of the machine.
-        ``progress(done, total)`` is called as vectors go into a graph.
-        0 without an embedder or for ``:memory:``, which keeps its vectors in memory.
+        Past ``Tuning.vector_loose`` vectors outside a graph (50,000 by
+        default; fewer are scored exactly faster than a graph finds them), a
+        retrieval by ``vector`` or ``hybrid`` scores them all exactly and
+        starts a build in a child process of the store, which closing the store
+        stops (so a short-lived process rarely finishes one); it never builds
+        itself. This builds here and now, as ``loopctl-memory index`` does,
+        once a child building meanwhile has ended. The files are a cache beside
+        a SQLite file (in the user's cache for PostgreSQL), shared by every
+        process of the machine. ``progress(done, total)`` is called as vectors
+        go into a graph. 0 without an embedder, for ``:memory:`` (it keeps its
+        vectors in memory), or while no graph is due.
 
         Raises:
             StorageError: the files or the database could not be read or written.

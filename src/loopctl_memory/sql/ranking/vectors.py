@@ -290,28 +290,30 @@ class VectorIndex:
     def build_now(
         self, connection: Reader, mark: StoreMark, progress: Progress | None = None
     ) -> None:
-        """Put every vector held here into a graph file now, whatever ``Tuning.vector_loose``.
+        """Put the vectors held here into a graph file now, if more than ``vector_loose`` are.
 
         A graph of them is added (the newest graphs merged into one where there
         would be more than four), or the graphs another process just built are
-        taken. The caller is a store's child process or ``build_indexes``,
-        never a retrieval. Nothing without a
-        place for files (``:memory:``) or without a vector held here.
+        taken. Fewer are scored exactly faster than a graph finds them, and
+        stay held. The caller is a store's child process or ``build_indexes``,
+        never a retrieval. Nothing without a place for files (``:memory:``).
 
         Raises:
             OSError: the files could not be written (the vectors stay held here).
 
         """
         home = self._home
-        if home is None or not self.held_count():
+        if home is None or not self.build_due:
             return
         with home.lock():
             current = self._current_manifest(mark)
             if current is not None and current != self._manifest:
                 self._use(connection, current, mark)  # another process built meanwhile
-                if not self.held_count():
+                self._note_due()
+                if not self.build_due:
                     return
             self._use(connection, self._add_graph(connection, mark, progress), mark)
+        self._note_due()
 
     def _current_manifest(self, mark: StoreMark) -> Manifest | None:
         """The manifest, if it is this store's, embedder's and epoch's and its graphs open."""
