@@ -327,7 +327,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             ),
             clock=shared.clock if shared.track_access else None,
         )
-        if embedder is not None and shared.ranking.graph_build_due:
+        vectors = shared.ranking.vectors_read
+        if embedder is not None and vectors is not None and vectors.build_due:
             shared.graph_builds.start(embedder.embedder.name, embedder.embedder.dims)
         await self._refresh([entry for entry, _ in found])
         return found

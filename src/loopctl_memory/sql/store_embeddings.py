@@ -23,6 +23,7 @@ from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.embeddings import StoreEmbedder
+from loopctl_memory.sql.ranking.vectors import StoreMark
 from loopctl_memory.sql.scope_rows import ScopeIds
 from loopctl_memory.sql.store_part import StorePart
 
@@ -185,8 +186,9 @@ class EmbeddingOperations(StorePart):
 
         def build(reader: Reader) -> int:
             state.refresh(reader)
-            built = state.vectors(reader, embedder_id, dims, build=progress or _ignored)
-            return built.graph_count()
+            vectors = state.vectors(reader, embedder_id, dims)
+            vectors.build_now(reader, StoreMark.read(reader, state.top, state.change), progress)
+            return vectors.graph_count()
 
         async with shared.ranking_lock:
             return await self._unit.read("index", build)
@@ -347,7 +349,3 @@ async def _add_vectors(
 ) -> None:
     del scope  # a vector goes to its entry whatever the view
     await embeddings.add_vectors(connection, made_by, rows)
-
-
-def _ignored(done: int, total: int) -> None:
-    del done, total

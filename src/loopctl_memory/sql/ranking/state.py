@@ -50,7 +50,7 @@ from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.indexed import read_indexed
 from loopctl_memory.sql.ranking.query_words import QueryWords
 from loopctl_memory.sql.ranking.streams import Streams
-from loopctl_memory.sql.ranking.vectors import Progress, StoreMark, VectorIndex
+from loopctl_memory.sql.ranking.vectors import StoreMark, VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment
 from loopctl_memory.sql.tail import RewrittenIndex, TailIndex
@@ -130,7 +130,7 @@ class RankingState:
         self._words: WordIndex | None = None  # BM25's postings, read on first use
         self.streams = Streams()  # each scope's stream, linked on first use (context)
         self._columns: FilterColumns | None = None  # what filters test, read on first use
-        self._vectors: VectorIndex | None = None  # the embedder's vectors, read on first use
+        self.vectors_read: VectorIndex | None = None  # the embedder's, once a ranking asks
 
     # --- keeping current ---
 
@@ -174,8 +174,8 @@ class RankingState:
                 self._words.read_tail(connection, top)
             if self._columns is not None:
                 self._columns.read(connection, self.top, top)
-            if self._vectors is not None:
-                self._vectors.read(connection, self.top, top)
+            if self.vectors_read is not None:
+                self.vectors_read.read(connection, self.top, top)
             self.top = top
         # Last: an entry stored and rewritten since the last refresh may already be in a
         # block's postings (or the tail) under its first text.
@@ -340,8 +340,8 @@ class RankingState:
                     self._columns.rewrite(seq, category, validated, relevance)
                 if seq in self._texts:
                     self._texts[seq] = (text, tuple(tags_lower))
-            if self._vectors is not None:
-                self._vectors.read_again(connection, chunk)
+            if self.vectors_read is not None:
+                self.vectors_read.read_again(connection, chunk)
             gone = np.array([seq for seq in chunk if seq not in present], np.int64)
             self.half[gone] = -np.inf
             self.scope_of[gone] = -1
@@ -436,12 +436,8 @@ class RankingState:
             self._words = words
         return self._words
 
-    def vectors(
-        self, connection: Reader, embedder_id: int, dims: int, *, build: Progress | None = None
-    ) -> VectorIndex:
+    def vectors(self, connection: Reader, embedder_id: int, dims: int) -> VectorIndex:
         """The vectors by embedder ``embedder_id``, as current as the rest (read on first use).
-
-        ``build``: :meth:`VectorIndex.build_now`, told of its progress.
 
         Raises:
             EmbedderError: the store's vectors are now another embedder's (``reembed``).
@@ -453,20 +449,13 @@ class RankingState:
                 " one): open the store again with the new one"
             )
         mark = StoreMark.read(connection, self.top, self.change)
-        if self._vectors is None or self._vectors.embedder_id != embedder_id:
-            self._vectors = VectorIndex.loaded(
+        if self.vectors_read is None or self.vectors_read.embedder_id != embedder_id:
+            self.vectors_read = VectorIndex.loaded(
                 connection, (embedder_id, dims), mark, self.graph_home, self.tuning
             )
         else:
-            self._vectors.refresh_graphs(connection, mark)
-        if build is not None:
-            self._vectors.build_now(connection, mark, build)
-        return self._vectors
-
-    @property
-    def graph_build_due(self) -> bool:
-        """Whether the vectors read hold more outside a graph than they should (see vectors)."""
-        return self._vectors is not None and self._vectors.build_due
+            self.vectors_read.refresh_graphs(connection, mark)
+        return self.vectors_read
 
     def columns(self, connection: Reader) -> FilterColumns:
         """The columns filters test, as current as the rest (read on first use)."""
