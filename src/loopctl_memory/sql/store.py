@@ -327,8 +327,10 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             ),
             clock=shared.clock if shared.track_access else None,
         )
+        # Only a retrieval that ranked by vectors has just followed the manifest: after
+        # any other, build_due may still say what a child has since built.
         vectors = shared.ranking.vectors_read
-        if embedder is not None and vectors is not None and vectors.build_due:
+        if made is not None and embedder is not None and vectors is not None and vectors.build_due:
             shared.graph_builds.start(embedder.embedder.name, embedder.embedder.dims)
         await self._refresh([entry for entry, _ in found])
         return found
