@@ -250,7 +250,7 @@ class SyncMemoryStore:
         return self._runner.run(self._store.pending_embeddings())
 
     def build_indexes(self, progress: Callable[[int, int], object] | None = None) -> int:
-        """Put every vector into graph files now; how many they hold (see the async store)."""
+        """Build the graph files due now; how many vectors they hold (see the async store)."""
         return self._runner.run(self._store.build_indexes(progress))
 
     def embed_pending(self, batch_size: int = 256) -> int:

@@ -9,6 +9,7 @@ import click
 from loopctl_memory.cli.messages import example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, need_embedder, with_store
+from loopctl_memory.sql.tuning import Tuning
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.store import SqlMemoryStore
@@ -102,6 +103,6 @@ def index(settings: Settings) -> None:
         click.echo(f"The vector graphs hold {held} memories' vectors")
     else:
         click.echo(
-            "No graph is needed: up to 50,000 vectors outside one are scored exactly,"
-            " faster than a graph finds them"
+            f"No graph is needed: up to {Tuning().vector_loose:,} vectors outside one are"
+            " scored exactly, faster than a graph finds them"
         )

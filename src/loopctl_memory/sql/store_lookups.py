@@ -7,11 +7,12 @@ the store module holds the contract's operations.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.entry import MemoryEntry, check_key, id_range, shortest_id, validate_id
 from loopctl_memory.sql import entry_rows, repository
+from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.store_part import StorePart
 
 
@@ -28,9 +29,13 @@ class IdLookups(StorePart):
             InvalidArgumentError: ``key`` is not a str of 1 to 1,024 characters.
 
         """
-        key, name, clock = check_key(key), self._scope.name, self._shared.now_us
-        found = await self._unit.read("get", lambda r: entry_rows.keyed_entry(r, name, key, clock))
+        found = await self._unit.read("get", self._keyed(key))
         return await self._refreshed(found)
+
+    def _keyed(self, key: str) -> Callable[[Reader], MemoryEntry | None]:
+        """The read of the entry of the store's own scope holding ``key`` (checked)."""
+        key, name, clock = check_key(key), self._scope.name, self._shared.now_us
+        return lambda reader: entry_rows.keyed_entry(reader, name, key, clock)
 
     @property
     def reads_here(self) -> bool:
@@ -48,8 +53,7 @@ class IdLookups(StorePart):
 
         Only where :attr:`reads_here`; the same answer and errors as :meth:`get_by_key`.
         """
-        key, name, clock = check_key(key), self._scope.name, self._shared.now_us
-        return self._unit.read_here("get", lambda r: entry_rows.keyed_entry(r, name, key, clock))
+        return self._unit.read_here("get", self._keyed(key))
 
     async def delete_by_key(self, key: str) -> bool:
         """Delete the entry of the store's own scope holding ``key``; whether there was one."""
