@@ -283,12 +283,16 @@ class LangGraphStore(BaseStore):
         return results
 
     def _view(self, scope: str) -> SqlMemoryStore:
+        """The view of ``scope``, kept (on the loop's thread only)."""
         view = self._views.get(scope)
         if view is None:
             if len(self._views) >= 4096:
                 self._views.clear()
-            view = self._views[scope] = self._memory.scope(scope) if scope else self._memory
+            view = self._views[scope] = self._view_made(scope)
         return view
+
+    def _view_made(self, scope: str) -> SqlMemoryStore:
+        return self._memory.scope(scope) if scope else self._memory
 
     async def _get(self, op: GetOp) -> Item | None:
         if not op.namespace:
@@ -302,11 +306,12 @@ class LangGraphStore(BaseStore):
 
     def _get_here(self, ops: list[GetOp]) -> list[Result]:
         """Gets on the calling thread; the refreshes of ttls they call for on the loop."""
-        found: list[MemoryEntry | None] = []
-        for op in ops:
-            scope = namespaces.scope_of(op.namespace)
-            view = self._memory.scope(scope) if scope else self._memory
-            found.append(view.get_by_key_here(str(op.key)) if op.namespace else None)
+        found = [
+            self._view_made(namespaces.scope_of(op.namespace)).get_by_key_here(str(op.key))
+            if op.namespace
+            else None
+            for op in ops
+        ]
         refreshed = [
             entry
             for op, entry in zip(ops, found, strict=True)
