@@ -54,11 +54,7 @@ class CallerLane:
             connection = self._connection
             if connection is None:
                 connection = self._connection = self._connect()
-            connection.execute("BEGIN")
-            try:
-                return answer(Reader(connection.cursor, self._backend, memory=False))
-            finally:
-                connection.execute("ROLLBACK")  # it wrote nothing: ending it either way is the same
+            return Reader.in_transaction(connection, self._backend, answer, memory=False)
 
     def close(self) -> None:
         """Close the connection (once any read under way has ended). Idempotent."""

@@ -249,6 +249,17 @@ class Reader:
 
         return cls(cursor, backend_of(connection), memory=memory)
 
+    @classmethod
+    def in_transaction(
+        cls, connection: Any, backend: Backend, work: Callable[[Reader], T], *, memory: bool
+    ) -> T:
+        """``work`` in one read transaction of a DB-API ``connection`` that begins none itself."""
+        connection.execute("BEGIN")
+        try:
+            return work(cls(connection.cursor, backend, memory=memory))
+        finally:
+            connection.execute("ROLLBACK")  # it wrote nothing: ending it either way is the same
+
     def chunks(
         self, statement: str, parameters: Sequence[Any], size: int
     ) -> Iterator[Sequence[Any]]:

@@ -372,11 +372,7 @@ class SqliteBackend(Backend):
         memory: bool,
         then_write: Callable[[T], Statement | None] | None,
     ) -> T:
-        connection.execute("BEGIN")
-        try:
-            result = work(Reader(connection.cursor, self, memory=memory))
-        finally:
-            connection.execute("ROLLBACK")  # it wrote nothing: ending it either way is the same
+        result = Reader.in_transaction(connection, self, work, memory=memory)
         written = then_write(result) if then_write is not None else None
         if written is not None:
             connection.execute("BEGIN IMMEDIATE")
