@@ -192,7 +192,7 @@ class UnitOfWork:
         self._check_open(write=False)
         with translate_errors(action):
             result = lane.read(answer)
-        self._check_still_there()
+        self._check_file(wrote=False, noting=False)
         return result
 
     async def read(
@@ -296,25 +296,16 @@ class UnitOfWork:
                 "it writes nothing"
             )
 
-    def _check_file(self, *, wrote: bool) -> None:
+    def _check_file(self, *, wrote: bool, noting: bool = True) -> None:
         """After each unit of work, check that the file is the one opened (one ``stat``).
 
         Checked once the work is done, so that a write that went to a file
-        removed or replaced meanwhile is not acknowledged.
+        removed or replaced meanwhile is not acknowledged. Not ``noting`` (the
+        caller's lane): a change someone else made is left for the next write
+        to see, so that a read there touches none of the state the loop keeps.
         """
         if self.file is not None and self._lost is None:
-            self._lost = self.file.lost(wrote=wrote)
-            if self._lost is not None:
-                raise StorageError(self._lost)
-
-    def _check_still_there(self) -> None:
-        """:meth:`_check_file` for the caller's lane, which notes no change.
-
-        A read there touches none of the state the store's loop keeps (the next
-        write looks for changes itself).
-        """
-        if self.file is not None and self._lost is None:
-            lost = self.file.gone()
+            lost = self.file.lost(wrote=wrote) if noting else self.file.gone()
             if lost is not None:
                 self._lost = lost
                 raise StorageError(lost)
