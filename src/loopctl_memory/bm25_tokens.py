@@ -65,7 +65,7 @@ ENGLISH_STOPWORDS = frozenset(
 
 # bm25s's ``(?u)\b\w\w+\b`` finds exactly the runs of two or more word characters
 # this finds (a run is maximal, so its ends are word boundaries), a third faster.
-_WORD = re.compile(r"\w\w+")
+WORD = re.compile(r"\w\w+")
 
 # Stems kept: a natural vocabulary's words all stay; a store of rare words (identifiers,
 # hashes) empties the cache now and then instead of growing it without bound.
@@ -93,22 +93,11 @@ def query_tokens(text: str) -> list[str]:
     """The BM25 tokens of ``text``, in order (repeats kept): ``bm25s.tokenize``'s for it."""
     stems, stopwords = _STEMS, ENGLISH_STOPWORDS
     tokens = []
-    for word in _WORD.findall(text.lower()):
+    for word in WORD.findall(text.lower()):
         if word not in stopwords:
             stem = stems.get(word)
             tokens.append(_stem(word) if stem is None else stem)
     return tokens
-
-
-def document_words(memory: str, tags: Iterable[str]) -> list[str]:
-    """The lowercase words of a memory's document, in order, before stopwords and stems.
-
-    :func:`document_tokens` is these with :func:`stems_of` applied, for indexers
-    that stem each distinct word once.
-    """
-    if not isinstance(tags, list | tuple):
-        tags = list(tags)
-    return _WORD.findall((" ".join((memory, *tags)) if tags else memory).lower())
 
 
 def stems_of(words: Iterable[str]) -> dict[str, str | None]:

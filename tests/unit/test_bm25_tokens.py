@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopctl_memory.bm25_tokens import ENGLISH_STOPWORDS, document_tokens, query_tokens
+from loopctl_memory.scoring import split_whitespace
+from loopctl_memory.sql.inversion import invert_block
 
 ORACLE_STEMMER = Stemmer.Stemmer("english")
 
@@ -104,3 +106,54 @@ def test_the_document_is_the_text_then_each_tag():
 
 def test_stopwords_are_bm25s_english_list():
     assert ENGLISH_STOPWORDS == frozenset(bm25s.stopwords.STOPWORDS_EN)
+
+
+_SPLITTING = "\x1c\x1f\x85\u00a0\u2028\u3000\u200b"
+# Capital, small and final sigma, dotted capital I, capital I, dotless i.
+_CASED = "ab \u03a3\u03c3\u03c2\u0130I\u0131"
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(texts(), st.text(st.sampled_from(_CASED + _SPLITTING), max_size=12)),
+            st.lists(texts(), max_size=3),
+        ),
+        max_size=6,
+    )
+)
+def test_a_block_inverted_at_once_holds_each_documents_tokens_words_and_length(documents):
+    """The block inversion (tokens and tags cut once each) against each document on its own."""
+    texts = [(n + 3, memory.lower()) for n, (memory, _) in enumerate(documents)]
+    tag_values = [(n + 3, tag.lower()) for n, (_, tags) in enumerate(documents) for tag in tags]
+    block = invert_block(texts, tag_values)
+    expected_tokens: dict[str, list[int]] = {}
+    expected_words: dict[str, dict[int, int]] = {}
+    expected_lengths = {}
+    for seq, memory in texts:
+        for token in sorted(set(split_whitespace(memory))):
+            expected_tokens.setdefault(token, []).append(seq)
+        tags = [tag for tag_seq, tag in tag_values if tag_seq == seq]
+        words = document_tokens(memory, tags)
+        for word in words:
+            counted = expected_words.setdefault(word, {})
+            counted[seq] = counted.get(seq, 0) + 1
+        if words:
+            expected_lengths[seq] = len(words)
+    assert expected_tokens == block.tokens.by_term()
+    words = block.words
+    held: dict[str, dict[int, int]] = {}
+    for term, seq, count in zip(
+        words.term_of.tolist(), words.seqs.tolist(), words.counts.tolist(), strict=True
+    ):
+        held.setdefault(words.terms[term], {})[seq] = count
+    assert expected_words == held
+    assert expected_lengths == dict(
+        zip(block.lengths.seqs.tolist(), block.lengths.lengths.tolist(), strict=True)
+    )
+    expected_tags: dict[str, list[int]] = {}
+    for seq, tag in tag_values:
+        if seq not in expected_tags.setdefault(tag, []):
+            expected_tags[tag].append(seq)
+    assert expected_tags == block.tags.by_term()

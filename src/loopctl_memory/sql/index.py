@@ -211,19 +211,13 @@ def index_tail(
         tag_values.extend((first_seq + tag[0], tag[3]) for tag in fresh.tags)
     if not texts:
         return
-    tags_of: dict[int, list[str]] = {}
-    for seq, value in tag_values:
-        tags_of.setdefault(seq, []).append(value)
-    word_postings, lengths = inversion.invert_words(
-        [(seq, text, tags_of.get(seq, [])) for seq, text in texts]
-    )
     known = known if known is not None else KnownTerms()
     block = start + 1
-    tokens, tags = inversion.invert_tokens(texts), inversion.invert_tags(tag_values)
-    _add_postings(connection, TOKENS, block, tokens, row_entries, known=known)
+    inverted = inversion.invert_block(texts, tag_values)
+    _add_postings(connection, TOKENS, block, inverted.tokens, row_entries, known=known)
     pieces.add_pieces(connection, block, texts, row_entries)
-    _add_postings(connection, TAG_VALUES, block, tags, row_entries, known=known)
-    _add_postings(connection, WORDS, block, word_postings, row_entries, lengths, known)
+    _add_postings(connection, TAG_VALUES, block, inverted.tags, row_entries, known=known)
+    _add_postings(connection, WORDS, block, inverted.words, row_entries, inverted.lengths, known)
     _add_entry_blocks(connection, block, texts[-1][0], row_entries)
     connection.execute(update(index_state).values(indexed_through=texts[-1][0]))
     backend_of(connection).after_indexing(connection, _ANALYZED)

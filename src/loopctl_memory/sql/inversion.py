@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loopctl_memory.bm25_tokens import document_words, stems_of
+from loopctl_memory.bm25_tokens import WORD, stems_of
 from loopctl_memory.scoring import split_whitespace
 
 Ints = npt.NDArray[np.int64]
@@ -62,52 +62,93 @@ class DocumentLengths:
     lengths: Ints
 
 
-def invert_tokens(texts: Sequence[tuple[int, str]]) -> BlockPostings:
-    """The token postings of each (seq, lowercase memory): its distinct whitespace tokens."""
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A block's postings in each vocabulary, and its documents' lengths."""
+
+    tokens: BlockPostings
+    tags: BlockPostings
+    words: BlockPostings
+    lengths: DocumentLengths
+
+
+def invert_block(texts: Sequence[tuple[int, str]], tag_values: Sequence[tuple[int, str]]) -> Block:
+    """The token, tag and BM25 word postings of a block's entries, and each document's length.
+
+    ``texts``: (seq, lowercase memory); ``tag_values``: (seq, lowercase tag),
+    an entry's tags in their order. Each memory is split into whitespace
+    tokens once; a document's BM25 words are those of its tokens, in order, then
+    those of its tags (whitespace is no word character, so no word runs across
+    a token's end), so each distinct token and tag value is cut into words,
+    stemmed or dropped only once, and every occurrence takes its words from it.
+    """
     pieces = [split_whitespace(text) for _, text in texts]
-    return _invert(pieces, [seq for seq, _ in texts])
+    sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
+    seq_of = np.repeat(np.fromiter((seq for seq, _ in texts), np.int64, len(texts)), sizes)
+    tokens, token_of = _numbered(list(itertools.chain.from_iterable(pieces)))
+    values, value_of = _numbered([value for _, value in tag_values])
+    value_seqs = np.fromiter((seq for seq, _ in tag_values), np.int64, len(tag_values))
+    stems, (token_words, value_words) = _stemmed((tokens, values))
+    word_of, word_seqs = _expanded(token_words, token_of, seq_of)
+    tag_word_of, tag_word_seqs = _expanded(value_words, value_of, value_seqs)
+    word_of = np.concatenate((word_of, tag_word_of))
+    word_seqs = np.concatenate((word_seqs, tag_word_seqs))
+    held = np.unique(word_seqs, return_counts=True)
+    return Block(
+        tokens=_postings(tokens, token_of, seq_of),
+        tags=_postings(values, value_of, value_seqs),
+        words=_postings(stems, word_of, word_seqs),
+        lengths=DocumentLengths(held[0], held[1].astype(np.int64)),
+    )
 
 
 def invert_tags(values: Sequence[tuple[int, str]]) -> BlockPostings:
     """The tag postings of each (seq, lowercase tag): an entry with a tag twice is named once."""
-    terms = [value for _, value in values]
-    return _invert_flat(terms, np.fromiter((seq for seq, _ in values), np.int64, len(values)))
+    return invert_block([], values).tags
 
 
-def invert_words(documents: Sequence[Document]) -> tuple[BlockPostings, DocumentLengths]:
-    """The BM25 word postings of each document, with counts, and each document's length.
+def _numbered(occurrences: list[str]) -> tuple[list[str], Ints]:
+    """The distinct strings in first-seen order, and each occurrence's number among them."""
+    distinct = list(dict.fromkeys(occurrences))
+    number = dict(zip(distinct, range(len(distinct)), strict=True))
+    return distinct, np.fromiter(map(number.__getitem__, occurrences), np.int64, len(occurrences))
 
-    A document's words are :func:`loopctl_memory.bm25_tokens.document_tokens`'s: its
-    raw words are cut here, each distinct one stemmed (or dropped) once.
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """The BM25 words of each of some strings, as numbers among the stems.
+
+    String ``n``'s are ``stems[starts[n]:starts[n] + counts[n]]``.
     """
-    pieces = [document_words(memory, tags) for _, memory, tags in documents]
-    owners = np.fromiter((seq for seq, _, _ in documents), np.int64, len(documents))
-    sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
-    raw = list(itertools.chain.from_iterable(pieces))
-    stem_of = stems_of(set(raw))
+
+    stems: Ints
+    starts: Ints
+    counts: Ints
+
+
+def _stemmed(groups: tuple[list[str], ...]) -> tuple[list[str], list[_Words]]:
+    """The distinct stems of the strings of every group, and each group's strings' words."""
+    cut = [[WORD.findall(text) for text in texts] for texts in groups]
+    stem_of = stems_of({word for words in cut for text in words for word in text})
     terms = sorted({stem for stem in stem_of.values() if stem is not None})
     number = {stem: n for n, stem in enumerate(terms)}
     index_of = {word: -1 if stem is None else number[stem] for word, stem in stem_of.items()}
-    term_of = np.fromiter(map(index_of.__getitem__, raw), np.int64, len(raw))
-    seq_of = np.repeat(owners, sizes)
-    kept = term_of >= 0
-    term_of, seq_of = term_of[kept], seq_of[kept]
-    held = np.unique(seq_of, return_counts=True)
-    return _postings(terms, term_of, seq_of), DocumentLengths(held[0], held[1].astype(np.int64))
+    held = []
+    for words in cut:
+        kept = [[index_of[word] for word in text if index_of[word] >= 0] for text in words]
+        counts = np.fromiter(map(len, kept), np.int64, len(kept))
+        flat = np.fromiter(itertools.chain.from_iterable(kept), np.int64, int(counts.sum()))
+        held.append(_Words(flat, np.cumsum(counts) - counts, counts))
+    return terms, held
 
 
-def _invert(pieces: list[list[str]], owners: list[int]) -> BlockPostings:
-    """Postings of the terms in ``pieces[n]``, each held by seq ``owners[n]``."""
-    sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
-    seq_of = np.repeat(np.asarray(owners, dtype=np.int64), sizes)
-    return _invert_flat(list(itertools.chain.from_iterable(pieces)), seq_of)
-
-
-def _invert_flat(occurrences: list[str], seq_of: Ints) -> BlockPostings:
-    terms = sorted(set(occurrences))
-    number = {term: n for n, term in enumerate(terms)}
-    term_of = np.fromiter(map(number.__getitem__, occurrences), np.int64, len(occurrences))
-    return _postings(terms, term_of, seq_of)
+def _expanded(words: _Words, string_of: Ints, seq_of: Ints) -> tuple[Ints, Ints]:
+    """The words of each string occurrence (``string_of[n]``, held by ``seq_of[n]``), with seqs."""
+    counts = words.counts[string_of]
+    total = int(counts.sum())
+    firsts = np.cumsum(counts) - counts  # where each occurrence's words begin in the result
+    at = np.arange(total, dtype=np.int64) + np.repeat(words.starts[string_of] - firsts, counts)
+    return words.stems[at], np.repeat(seq_of, counts)
 
 
 def _postings(terms: list[str], term_of: Ints, seq_of: Ints) -> BlockPostings:

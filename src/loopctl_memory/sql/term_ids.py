@@ -40,14 +40,15 @@ class KnownTerms:
     def ids(
         self, connection: Connection, table: str, column: str, terms: list[str]
     ) -> tuple[npt.NDArray[np.int64], dict[str, int]]:
-        """The id of each of ``terms`` (distinct, sorted) in ``table``, creating those missing.
+        """The id of each of ``terms`` (distinct) in ``table``, creating those missing.
 
         Also returns the terms this call created, with their ids. Runs in the
         caller's write transaction (SQLite's ``BEGIN IMMEDIATE``, or
         PostgreSQL's, where another writer's new term waits on its commit).
         """
         known = self._ids.setdefault(table, {})
-        missing = [term for term in terms if term not in known]
+        # Sorted: the terms' B-tree is then written front to back, not at random.
+        missing = sorted(term for term in terms if term not in known)
         if missing:
             found = _look_up(connection, table, column, missing)
             every = {**found.created, **found.committed}
@@ -78,7 +79,6 @@ def _look_up(connection: Connection, table: str, column: str, terms: list[str]) 
         f"SELECT coalesce(max(id), 0) FROM {table}"  # noqa: S608 - our own names only
     ).one()
     encoded = [backend.encode(term) for term in terms]
-    # Sorted terms: the B-tree is written front to back, not at random.
     connection.exec_driver_sql(
         backend.sql(
             f"INSERT INTO {table} ({column}) VALUES (?) ON CONFLICT ({column}) DO NOTHING"  # noqa: S608
