@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":
-    sys.stdin.read()
+    sys.stdin.readline()
     Path(os.environ["LOOPCTL_MEMORY_TEST_CHILD_PID"]).write_text(str(os.getpid()), "utf-8")
     while True:
         time.sleep(60)

@@ -58,7 +58,9 @@ async def test_a_long_query_over_indexed_blocks_and_masks(tmp_path):
     rng = random.Random(5)
     entries = _entries(rng, 400)
     reference = InMemoryStore(entries)
-    async with open_store(tmp_path / "memory.db", tuning=Tuning(tail_limit=50)) as store:
+    async with open_store(
+        tmp_path / "memory.db", tuning=Tuning(background_folds=False, tail_limit=50)
+    ) as store:
         for start in range(0, 400, 40):
             await store.store_many(entries[start : start + 40])
         query = " ".join(_word(rng) for _ in range(3_000)) + " a b c"

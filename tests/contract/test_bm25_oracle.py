@@ -147,7 +147,7 @@ async def test_a_scope_ranks_as_bm25s_over_its_entries_through_every_change(
             ranking="bm25",
             bm25_k1=k1,
             bm25_b=b,
-            tuning=Tuning(tail_limit=rng.choice([7, 50])),
+            tuning=Tuning(background_folds=False, tail_limit=rng.choice([7, 50])),
         ) as reading,
         open_store(target, tuning=Tuning(reindex_above=rng.choice([0, 1_000]))) as writing,
     ):

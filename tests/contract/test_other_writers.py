@@ -86,7 +86,11 @@ async def _same_answers(reader, reference, rng: random.Random) -> None:
 async def test_a_reader_sees_every_kind_of_write_by_another_store(backend, seed, tmp_path):
     rng = random.Random(seed)
     target = await shared_target(backend, tmp_path)
-    tuning = Tuning(tail_limit=rng.choice([3, 20, 10_000]), word_cache_bytes=rng.choice([0, 2**20]))
+    tuning = Tuning(
+        background_folds=False,
+        tail_limit=rng.choice([3, 20, 10_000]),
+        word_cache_bytes=rng.choice([0, 2**20]),
+    )
     reference = InMemoryStore()
     async with open_store(target, tuning=tuning) as reader, open_store(target) as writer:
         await _same_answers(reader, reference, rng)  # the reader's copy starts empty
@@ -205,6 +209,7 @@ async def test_a_scoped_reader_sees_updates_and_full_passes_by_another_store(
     rng = random.Random(seed)
     target = await shared_target(backend, tmp_path)
     tuning = Tuning(
+        background_folds=False,
         tail_limit=rng.choice([3, 20]),
         word_cache_bytes=rng.choice([0, 2**20]),
         small_scope=rng.choice([0, 20_000]),

@@ -210,6 +210,7 @@ async def test_every_scoped_retrieve_and_consolidate_is_the_reference_over_its_e
 ):
     rng = random.Random(seed)
     tuning = Tuning(
+        background_folds=False,
         tail_limit=rng.choice([4, 30, 10_000]),
         word_cache_bytes=rng.choice([0, 2**20]),
         small_scope=rng.choice([0, 20_000]),  # ranked from the postings, or from the texts
@@ -271,6 +272,7 @@ async def test_updated_entries_rank_by_their_new_fields_in_scopes_and_at_the_roo
     """An update keeps the entry's place; its old words never find it again."""
     rng = random.Random(seed)
     tuning = Tuning(
+        background_folds=False,
         tail_limit=rng.choice([4, 30]),
         word_cache_bytes=rng.choice([0, 2**20]),
         small_scope=rng.choice([0, 20_000]),

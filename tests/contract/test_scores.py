@@ -100,7 +100,7 @@ async def test_matched_only_keeps_tag_matches_and_drops_padding(store):
 async def test_every_scoped_search_path_scores_as_the_reference(small_scope):
     """A scope ranked from its texts, from its postings, or from every score masked."""
     rng = random.Random(small_scope)
-    tuning = Tuning(tail_limit=50, small_scope=small_scope)
+    tuning = Tuning(background_folds=False, tail_limit=50, small_scope=small_scope)
     async with open_store(":memory:", tuning=tuning) as store:
         sizes = {"": 300, "tiny": 20, "half": 500}
         references = {}

@@ -56,7 +56,7 @@ def _queries(rng: random.Random, count: int) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("masks", [0, 64, 2**20])
 async def test_every_search_path_matches_the_reference(masks, tmp_path):
-    tuning = Tuning(tail_limit=60, word_cache_bytes=masks)
+    tuning = Tuning(background_folds=False, tail_limit=60, word_cache_bytes=masks)
     rng = random.Random(masks)
     reference = InMemoryStore()
     async with open_store(tmp_path / "memory.db", tuning=tuning) as store:
@@ -82,7 +82,9 @@ async def test_every_search_path_matches_the_reference(masks, tmp_path):
 @pytest.mark.parametrize("query", ["b\nc", "b c", "\n", "ab\ncd", "b", "", "cd\ne", "d\ne"])
 async def test_a_query_spanning_two_tag_values_does_not_match_either(query):
     """The tag values are searched in one newline-joined string: a hit must end in its value."""
-    tuning = Tuning(tail_limit=1)  # every entry indexed: tag values from memory
+    tuning = Tuning(
+        background_folds=False, tail_limit=1
+    )  # every entry indexed: tag values from memory
     stored = [
         MemoryEntry(MemoryCategory.FACT, "first", tags=["ab"], relevance=0.5),
         MemoryEntry(MemoryCategory.FACT, "second", tags=["cd"], relevance=0.5),
@@ -104,7 +106,7 @@ async def test_ties_within_one_relevance_rank_as_the_reference(masks, tmp_path):
     The limit cuts through a run of equal scores: those kept must be the
     earliest stored, and every entry that beats the run must be found.
     """
-    tuning = Tuning(tail_limit=60, word_cache_bytes=masks)
+    tuning = Tuning(background_folds=False, tail_limit=60, word_cache_bytes=masks)
     rng = random.Random(7)
     made = []
     for number in range(600):
@@ -140,7 +142,9 @@ async def test_ties_within_one_relevance_rank_as_the_reference(masks, tmp_path):
 
 async def test_a_word_asked_again_finds_terms_indexed_since(tmp_path):
     """The vocabulary remembers which terms hold a word; terms indexed since must still count."""
-    tuning = Tuning(tail_limit=10, word_cache_bytes=0)  # every word from its postings
+    tuning = Tuning(
+        background_folds=False, tail_limit=10, word_cache_bytes=0
+    )  # every word from its postings
 
     def entry(number: int, text: str) -> MemoryEntry:
         return MemoryEntry(

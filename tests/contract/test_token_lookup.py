@@ -107,7 +107,9 @@ async def test_pieces_of_ids_and_odd_tokens_rank_as_the_reference(backend, tmp_p
     rng = random.Random(30)
     target = await shared_target(backend, tmp_path)
     reference = InMemoryStore()
-    async with open_store(target, tuning=Tuning(tail_limit=40, word_cache_bytes=0)) as store:
+    async with open_store(
+        target, tuning=Tuning(background_folds=False, tail_limit=40, word_cache_bytes=0)
+    ) as store:
         for _ in range(4):  # several indexings, each creating tokens, and a tail
             batch = _entries(rng, 55)
             await store.store_many(batch)
@@ -119,7 +121,9 @@ async def test_a_query_of_hundreds_of_words_is_looked_up_in_batches_and_ranks_th
     """Its words are found a batch at a time (by count, then by trigram rows read at once)."""
     rng = random.Random(31)
     reference = InMemoryStore()
-    async with open_store(tmp_path / "m.db", tuning=Tuning(tail_limit=40)) as store:
+    async with open_store(
+        tmp_path / "m.db", tuning=Tuning(background_folds=False, tail_limit=40)
+    ) as store:
         batch = _entries(rng, 150)
         await store.store_many(batch)
         await reference.store_many(batch)
@@ -132,7 +136,7 @@ async def test_a_query_of_hundreds_of_words_is_looked_up_in_batches_and_ranks_th
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
 async def test_a_process_that_looked_words_up_sees_tokens_another_indexed(backend, tmp_path):
     path = await shared_target(backend, tmp_path)
-    tuning = Tuning(tail_limit=10, word_cache_bytes=0)
+    tuning = Tuning(background_folds=False, tail_limit=10, word_cache_bytes=0)
     reference = InMemoryStore()
     async with open_store(path, tuning=tuning) as reader, open_store(path, tuning=tuning) as writer:
         for round_number in range(3):
@@ -163,14 +167,16 @@ async def test_a_database_upgraded_finds_the_words_it_held(backend, before, rows
     rng = random.Random(int(before))
     reference = InMemoryStore()
     batch = _entries(rng, 120)
-    async with open_store(path, tuning=Tuning(tail_limit=30)) as store:
+    async with open_store(path, tuning=Tuning(background_folds=False, tail_limit=30)) as store:
         await store.store_many(batch)
         await reference.store_many(batch)
         async with store.engine.connect() as connection:
             written = await connection.run_sync(read_rows)
         async with store.engine.connect() as connection:
             assert before == await connection.run_sync(migrate.upgrade_to, before)
-    async with open_store(path, migrate=True, tuning=Tuning(tail_limit=30)) as upgraded:
+    async with open_store(
+        path, migrate=True, tuning=Tuning(background_folds=False, tail_limit=30)
+    ) as upgraded:
         async with upgraded.engine.connect() as connection:
             assert written == await connection.run_sync(read_rows)
         memories = [e.memory for e in batch]
@@ -317,7 +323,7 @@ def test_a_common_pieces_mask_holds_block_rows_narrower_than_a_byte():
 async def test_a_giant_memory_is_indexed_by_its_own_write(one_by_one, tmp_path):
     rng = random.Random(65)
     reference = InMemoryStore()
-    tuning = Tuning(tail_limit=1_000, giant_memory=300)
+    tuning = Tuning(background_folds=False, tail_limit=1_000, giant_memory=300)
     async with open_store(tmp_path / "memory.db", tuning=tuning) as store:
         small = _entries(rng, 20)
         await store.store_many(small)

@@ -245,7 +245,7 @@ async def test_graphs_that_cannot_be_written_leave_every_vector_held(backend, tm
             await _both(store, oracle, _entries(first, 30))
             await _same_rankings(store, oracle)  # a child is started: it cannot write them
         with (
-            caplog.at_level(logging.WARNING, "loopctl_memory.sql.graph_builds"),
+            caplog.at_level(logging.WARNING, "loopctl_memory.sql.children"),
             pytest.raises(StorageError, match="-vectors"),
         ):
             await store.build_indexes()  # waits for the child, then fails here

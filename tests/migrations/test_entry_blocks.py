@@ -76,7 +76,7 @@ async def test_a_database_upgraded_to_0010_ranks_its_entries_as_they_are(backend
     target = await shared_target(backend, tmp_path)
     rng = random.Random(10)
     reference = InMemoryStore()
-    async with open_store(target, tuning=Tuning(tail_limit=7)) as store:
+    async with open_store(target, tuning=Tuning(background_folds=False, tail_limit=7)) as store:
         for scope in ("team/a", "team/b", "team/a"):
             batch = _entries(rng, 25)
             await store.scope(scope).store_many(batch)
@@ -92,7 +92,9 @@ async def test_a_database_upgraded_to_0010_ranks_its_entries_as_they_are(backend
             assert await view.delete(entry.id) == await reference.delete(entry.id)
         async with store.engine.connect() as connection:
             assert "0009" == await connection.run_sync(migrate.upgrade_to, "0009")
-    async with open_store(target, migrate=True, tuning=Tuning(tail_limit=7)) as upgraded:
+    async with open_store(
+        target, migrate=True, tuning=Tuning(background_folds=False, tail_limit=7)
+    ) as upgraded:
         async with upgraded.engine.connect() as connection:
             _same_rows(await connection.run_sync(_per_seq), await connection.run_sync(_current))
         view = upgraded.scope("team/a")

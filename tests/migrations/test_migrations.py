@@ -314,7 +314,7 @@ async def test_0004_regroups_postings_of_many_blocks_and_back(tmp_path):
     several blocks, deleted entries, and retrieval exactly as the reference after each."""
     stored = _entries(random.Random(4), 600)
     path = _sqlite_file(tmp_path)
-    async with open_store(path, tuning=Tuning(tail_limit=50)) as store:
+    async with open_store(path, tuning=Tuning(background_folds=False, tail_limit=50)) as store:
         for start in range(0, 600, 60):  # a block per batch, and a tail
             await store.store_many(stored[start : start + 60])
         for entry in stored[::7]:

@@ -54,7 +54,7 @@ async def test_an_upgraded_database_ranks_by_bm25_as_one_written_at_head(backend
     rng = random.Random(6)
     target = await shared_target(backend, tmp_path)
     reference = InMemoryStore(ranking="bm25")
-    async with open_store(target, tuning=Tuning(tail_limit=7)) as store:
+    async with open_store(target, tuning=Tuning(background_folds=False, tail_limit=7)) as store:
         batch = [_entry(rng) for _ in range(80)]
         await store.store_many(batch)
         await reference.store_many(batch)

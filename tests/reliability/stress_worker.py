@@ -33,6 +33,7 @@ from typing import IO
 from loopctl_memory import MemoryEntry, SqlMemoryStore, open_store
 from loopctl_memory.entry_json import entry_to_json
 from loopctl_memory.jsonl import import_jsonl
+from loopctl_memory.sql.tuning import Tuning
 from tests.reliability.stress_plan import (
     BUSY_TIMEOUT,
     EMBEDDER,
@@ -199,13 +200,20 @@ def _wait_for(go_file: Path) -> None:
         time.sleep(0.002)
 
 
+# The long-lived stores leave every few dozen entries to a child process to index,
+# which then writes blocks while every process reads and writes.
+FOLDING = Tuning(tail_limit=25)
+
+
 async def main(
     target: str, label: str, go_file: Path, log_path: Path, shape: tuple[int, int]
 ) -> int:
     """Run the worker (``shape``: tasks, and operations a task); its exit status."""
     tasks, ops = shape
     with log_path.open("a", encoding="utf-8") as log:
-        async with open_store(target, busy_timeout=BUSY_TIMEOUT, embedder=EMBEDDER) as store:
+        async with open_store(
+            target, busy_timeout=BUSY_TIMEOUT, embedder=EMBEDDER, tuning=FOLDING
+        ) as store:
             runs = [Task(store, target, f"{label}/t{task}", log) for task in range(tasks)]
             sys.stdout.write("ready\n")
             sys.stdout.flush()

@@ -50,6 +50,7 @@ from loopctl_memory.flat import (
 )
 from loopctl_memory.jsonl import Batch, LineError, read_batches
 from loopctl_memory.sql.inversion import invert_tags
+from loopctl_memory.sql.tuning import Tuning
 
 Parsed = tuple[FlatEntry, list[str]]
 
@@ -557,7 +558,8 @@ async def test_an_import_indexes_exactly_as_store_many(tmp_path):
     """Batches of parsed lines leave the same postings and answers as store_many's batches."""
     made = index_entries()
     many_path, flat_path = tmp_path / "many.db", tmp_path / "flat.db"
-    async with open_store(many_path) as store:
+    tuning = Tuning(background_folds=False)  # each write indexes as it goes
+    async with open_store(many_path, tuning=tuning) as store:
         start = 0
         for size in (3_000, 10_000, 12_000):  # the second indexes a tail of older entries too
             await store.store_many(made[start : start + size])
@@ -565,7 +567,7 @@ async def test_an_import_indexes_exactly_as_store_many(tmp_path):
         many_results = await search_all(store)
 
     data = b"".join(entry_to_json(entry).encode() + b"\n" for entry in made)
-    async with open_store(flat_path) as store:
+    async with open_store(flat_path, tuning=tuning) as store:
         for batch in read_batches(io.BytesIO(data), 4_000):
             await store.store_flat(batch.entries)
         assert ENTRY_COUNT == await store.count()

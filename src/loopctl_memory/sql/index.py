@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -43,8 +42,9 @@ from sqlalchemy import Connection, Table, delete, func, select, update
 from loopctl_memory.binary32 import INT64_MAX
 from loopctl_memory.bm25_tokens import document_tokens
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.sql import grams, inversion, pieces
+from loopctl_memory.sql import grams, inversion
 from loopctl_memory.sql.backend import backend_of
+from loopctl_memory.sql.block_rows import BlockIds, BlockRows, block_rows, insert_rows
 from loopctl_memory.sql.tables import (
     changes,
     entries,
@@ -61,8 +61,6 @@ from loopctl_memory.sql.tables import (
     words,
 )
 from loopctl_memory.sql.term_ids import KnownTerms
-
-INT32_MAX = (1 << 31) - 1
 
 Ints = npt.NDArray[np.int64]
 
@@ -147,12 +145,25 @@ def write_position(connection: Connection) -> WritePosition:
     return WritePosition(max(int(top or 0), mark, int(removed or 0)) + 1, mark)
 
 
+def tail_length(connection: Connection) -> int:
+    """How many entries are above the watermark (removed ones included)."""
+    return write_position(connection).tail_after(0)
+
+
 def shorten_tail(
-    connection: Connection, tail_limit: int, known: KnownTerms | None = None, *, now: bool = False
+    connection: Connection,
+    tail_limit: int,
+    known: KnownTerms | None = None,
+    *,
+    at: int | None = None,
+    now: bool = False,
 ) -> int:
-    """Index the tail if it has reached ``tail_limit`` entries, or ``now``; return the watermark."""
+    """Index the tail if it has reached ``at`` entries (default ``tail_limit``), or ``now``.
+
+    Returns the watermark. ``tail_limit``: the store's, the seqs a row of postings covers.
+    """
     position = write_position(connection)
-    if position.tail_after(0) >= (1 if now else tail_limit):
+    if position.tail_after(0) >= (1 if now else at or tail_limit):
         index_tail(connection, row_entries=tail_limit, known=known)
         return watermark(connection)
     return position.indexed_through
@@ -209,17 +220,97 @@ def index_tail(
     if fresh is not None and len(fresh):
         texts.extend((first_seq + n, entry[3]) for n, entry in enumerate(fresh.entries))
         tag_values.extend((first_seq + tag[0], tag[3]) for tag in fresh.tags)
+    if texts:
+        tail = Tail(start, texts[-1][0], texts, tag_values)
+        inverted = inversion.invert_block(texts, tag_values)
+        ids = term_ids(connection, inverted, known)
+        rows = block_rows(start + 1, texts, inverted, ids, row_entries)
+        _write_block(connection, tail, rows, row_entries)
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """The entries above the watermark as one transaction read them, to index elsewhere.
+
+    ``texts``: (seq, lowercase memory) for ``mark < seq <= through``, by seq;
+    ``tag_values``: (seq, lowercase tag), an entry's tags in their order.
+    """
+
+    mark: int
+    through: int
+    texts: list[tuple[int, str]]
+    tag_values: list[tuple[int, str]]
+    generation: int = 0
+
+
+def read_tail(connection: Connection, at_least: int) -> Tail | None:
+    """The tail as this transaction sees it, if it holds ``at_least`` entries (else None)."""
+    mark, generation = connection.execute(
+        select(index_state.c.indexed_through, index_state.c.generation)
+    ).one()
+    mark = int(mark)
+    position = write_position(connection)
+    if position.tail_after(0) < max(at_least, 1):
+        return None
+    texts, tag_values = _read_back(connection, mark, None)
     if not texts:
-        return
+        return None
+    return Tail(mark, texts[-1][0], texts, tag_values, int(generation))
+
+
+def term_ids(
+    connection: Connection, inverted: inversion.Block, known: KnownTerms | None = None
+) -> BlockIds:
+    """The ids of the block's terms in each vocabulary, creating those not yet in it.
+
+    A created token's trigrams are indexed with it. Terms are never deleted and
+    keep their ids, so they may be created in a transaction of their own, ahead
+    of the block's: a term that no block names costs a row and nothing else.
+    ``known``: the store's term ids, learnt by its earlier writes.
+    """
     known = known if known is not None else KnownTerms()
-    block = start + 1
-    inverted = inversion.invert_block(texts, tag_values)
-    _add_postings(connection, TOKENS, block, inverted.tokens, row_entries, known=known)
-    pieces.add_pieces(connection, block, texts, row_entries)
-    _add_postings(connection, TAG_VALUES, block, inverted.tags, row_entries, known=known)
-    _add_postings(connection, WORDS, block, inverted.words, row_entries, inverted.lengths, known)
-    _add_entry_blocks(connection, block, texts[-1][0], row_entries)
-    connection.execute(update(index_state).values(indexed_through=texts[-1][0]))
+    held = []
+    for vocabulary, postings in (
+        (TOKENS, inverted.tokens),
+        (TAG_VALUES, inverted.tags),
+        (WORDS, inverted.words),
+    ):
+        if not postings.terms:
+            held.append(np.empty(0, np.int64))
+            continue
+        table = vocabulary.terms
+        ids, created = known.ids(connection, table.name, vocabulary.term, postings.terms)
+        if vocabulary.grams:
+            grams.add_tokens(connection, created)
+        held.append(ids)
+    return BlockIds(*held)
+
+
+def write_tail(connection: Connection, tail: Tail, rows: BlockRows, *, row_entries: int) -> bool:
+    """Write a tail read in an earlier transaction as the next block; whether it was.
+
+    ``rows``: its rows, made from its terms' ids (:func:`term_ids`). Not when
+    the watermark or the generation moved since it was read (another writer
+    indexed, or every entry was indexed again): the caller reads the tail
+    again. An entry rewritten or removed since is in the change log, which
+    every process applies over the postings, as it does for one changed after
+    its block was written in the same transaction.
+    """
+    mark, generation = connection.execute(
+        select(index_state.c.indexed_through, index_state.c.generation)
+    ).one()
+    if int(mark) != tail.mark or int(generation) != tail.generation:
+        return False
+    _write_block(connection, tail, rows, row_entries)
+    return True
+
+
+def _write_block(connection: Connection, tail: Tail, rows: BlockRows, row_entries: int) -> None:
+    """Insert the tail's rows as the block after ``tail.mark`` and move the watermark."""
+    tables = (TOKENS.blocks.name, TAG_VALUES.blocks.name, WORDS.blocks.name)
+    insert_rows(connection, rows, tables)
+    _add_entry_blocks(connection, tail.mark + 1, tail.through, row_entries)
+    connection.execute(update(index_state).values(indexed_through=tail.through))
     backend_of(connection).after_indexing(connection, _ANALYZED)
 
 
@@ -253,68 +344,6 @@ def _read_back(
     )
 
 
-def _add_postings(  # noqa: PLR0917 - the block and its postings, as they are written
-    connection: Connection,
-    vocabulary: TermTables,
-    block: int,
-    postings: inversion.BlockPostings,
-    row_entries: int,
-    lengths: inversion.DocumentLengths | None = None,
-    known: KnownTerms | None = None,
-) -> None:
-    """Add one block's postings, creating the terms not yet in the vocabulary.
-
-    A row for each ``row_entries`` seqs from ``block`` on, numbered by its
-    first: its term ids ascending, each term's count of seqs, the seqs term
-    after term. A counted vocabulary's row also holds each posting's count and
-    the document ``lengths`` of its seqs, from its first to the last with a word.
-    """
-    terms = postings.terms
-    if not terms:
-        return
-    known = known if known is not None else KnownTerms()
-    ids, created = known.ids(connection, vocabulary.terms.name, vocabulary.term, terms)
-    if vocabulary.grams:
-        grams.add_tokens(connection, created)
-    term_ids = ids[postings.term_of]
-    seqs, counts = postings.seqs, postings.counts
-    row_entries = max(row_entries, 1)
-    rows = block + (seqs - block) // row_entries * row_entries
-    order = np.lexsort((seqs, term_ids, rows))
-    rows, term_ids, seqs, counts = rows[order], term_ids[order], seqs[order], counts[order]
-    cuts = np.flatnonzero(rows[1:] != rows[:-1]) + 1
-    columns = "block, term_ids, lengths, seqs"
-    if lengths is not None:
-        columns += ", counts, document_lengths"
-    marks = ", ".join("?" * (len(columns.split(", "))))
-    values = []
-    for first, end in zip(
-        np.concatenate(([0], cuts)).tolist(), np.append(cuts, len(rows)).tolist(), strict=True
-    ):
-        held = term_ids[first:end]
-        starts = np.flatnonzero(np.concatenate(([True], held[1:] != held[:-1])))
-        row = int(rows[first])
-        value: tuple[Any, ...] = (
-            row,
-            _int64s(held[starts]),
-            _int64s(np.diff(np.append(starts, len(held)))),
-            _int64s(seqs[first:end]),
-        )
-        if lengths is not None:
-            value += (
-                _int32s(counts[first:end]),
-                _int32s(_row_lengths(lengths, row, row + row_entries)),
-            )
-        values.append(value)
-    backend = backend_of(connection)
-    connection.exec_driver_sql(
-        backend.sql(
-            f"INSERT INTO {vocabulary.blocks.name} ({columns}) VALUES ({marks})"  # noqa: S608
-        ),
-        values,
-    )
-
-
 def _add_entry_blocks(connection: Connection, block: int, through: int, row_entries: int) -> None:
     """Write the relevance and scope of the entries ``block <= seq <= through`` as they are now.
 
@@ -344,29 +373,3 @@ def _add_entry_blocks(connection: Connection, block: int, through: int, row_entr
             for start in range(0, through - block + 1, row_entries)
         ],
     )
-
-
-def _row_lengths(lengths: inversion.DocumentLengths, row: int, end: int) -> Ints:
-    """The document lengths of seqs ``row`` to the last with a word below ``end`` (0 for none)."""
-    low, high = np.searchsorted(lengths.seqs, [row, end]).tolist()
-    if low == high:
-        return np.empty(0, np.int64)
-    held = np.zeros(int(lengths.seqs[high - 1]) - row + 1, np.int64)
-    held[lengths.seqs[low:high] - row] = lengths.lengths[low:high]
-    return held
-
-
-def _int64s(values: Ints) -> bytes:
-    return values.astype("<i8", copy=False).tobytes()
-
-
-def _int32s(values: Ints) -> bytes:
-    """As little-endian int32s, which counts and lengths are stored as.
-
-    Raises:
-        OverflowError: a value does not fit (a document of over 2^31 words).
-
-    """
-    if len(values) and int(values.max()) > INT32_MAX:
-        raise OverflowError(f"{int(values.max())} does not fit in a 32-bit count")
-    return values.astype("<i4").tobytes()

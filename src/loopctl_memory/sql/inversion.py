@@ -128,18 +128,33 @@ class _Words:
 
 def _stemmed(groups: tuple[list[str], ...]) -> tuple[list[str], list[_Words]]:
     """The distinct stems of the strings of every group, and each group's strings' words."""
-    cut = [[WORD.findall(text) for text in texts] for texts in groups]
-    stem_of = stems_of({word for words in cut for text in words for word in text})
+    cut = [[_words_of(text) for text in texts] for texts in groups]
+    flats = [list(itertools.chain.from_iterable(words)) for words in cut]
+    stem_of = stems_of(set(itertools.chain.from_iterable(flats)))
     terms = sorted({stem for stem in stem_of.values() if stem is not None})
     number = {stem: n for n, stem in enumerate(terms)}
     index_of = {word: -1 if stem is None else number[stem] for word, stem in stem_of.items()}
     held = []
-    for words in cut:
-        kept = [[index_of[word] for word in text if index_of[word] >= 0] for text in words]
-        counts = np.fromiter(map(len, kept), np.int64, len(kept))
-        flat = np.fromiter(itertools.chain.from_iterable(kept), np.int64, int(counts.sum()))
-        held.append(_Words(flat, np.cumsum(counts) - counts, counts))
+    for words, flat in zip(cut, flats, strict=True):
+        counts = np.fromiter(map(len, words), np.int64, len(words))
+        stems = np.fromiter(map(index_of.__getitem__, flat), np.int64, len(flat))
+        kept = stems >= 0  # a stopword is no word
+        owners = np.repeat(np.arange(len(words), dtype=np.int64), counts)[kept]
+        counts = np.bincount(owners, minlength=len(words)).astype(np.int64)
+        held.append(_Words(stems[kept], np.cumsum(counts) - counts, counts))
     return terms, held
+
+
+def _words_of(text: str) -> list[str]:
+    r"""The words :data:`~loopctl_memory.bm25_tokens.WORD` finds in ``text``.
+
+    A text of word characters alone (``str.isalnum``: the letters and numbers
+    ``\w`` matches, which is them and ``_``) is one word, or none when it is one
+    character: no regular expression for the most of a vocabulary.
+    """
+    if text.isalnum():
+        return [text] if len(text) > 1 else []
+    return WORD.findall(text)
 
 
 def _expanded(words: _Words, string_of: Ints, seq_of: Ints) -> tuple[Ints, Ints]:

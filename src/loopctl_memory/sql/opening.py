@@ -45,6 +45,7 @@ from loopctl_memory.sql.engine import (
     resolve_target,
 )
 from loopctl_memory.sql.files.held import HeldFile, hold
+from loopctl_memory.sql.folds import TailFolds
 from loopctl_memory.sql.graph_builds import GraphBuilds
 from loopctl_memory.sql.ranking.graph_home import beside_file, in_user_cache
 from loopctl_memory.sql.store import SqlMemoryStore
@@ -270,9 +271,14 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         if resolved.is_memory
         else (in_user_cache() if file is None else beside_file(file)),
         graph_builds=GraphBuilds(
-            str(file) if file is not None else resolved.url.render_as_string(hide_password=False),
+            _child_target(resolved),
             enabled=tuning.background_builds and not resolved.is_memory,
             vector_loose=tuning.vector_loose,
+        ),
+        folds=TailFolds(
+            _child_target(resolved),
+            enabled=tuning.background_folds and not resolved.is_memory and not read_only,
+            tail_limit=tuning.tail_limit,
         ),
     )
     migrating = options.get("migrate", True)
@@ -297,6 +303,12 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         await store.close()
         raise
     return store
+
+
+def _child_target(target: Target) -> str:
+    """What a child process of the store opens: the file's path, or the URL with its password."""
+    file = target.sqlite_file
+    return str(file) if file is not None else target.url.render_as_string(hide_password=False)
 
 
 async def _recorded(unit: UnitOfWork, seconds: float) -> StoreEmbedder | None:

@@ -118,18 +118,18 @@ def _occurrences(
     return offsets, slots, codes
 
 
-def add_pieces(
-    connection: Connection, block: int, texts: Sequence[tuple[int, str]], row_entries: int
-) -> None:
-    """Write the pieces of the texts (seq, lowercase memory; ascending): a row a piece a block row.
+def piece_rows(
+    block: int, texts: Sequence[tuple[int, str]], row_entries: int
+) -> list[tuple[int, int, bytes]]:
+    """The rows of the texts' pieces (seq, lowercase memory; ascending): one a piece a block row.
 
     Block rows hold ``row_entries`` seqs each from ``block`` on, like the postings.
     """
     if not texts:
-        return
+        return []
     offsets, slots, codes = _occurrences(texts, block)
     if not len(slots):
-        return
+        return []
     row_entries = max(row_entries, 1)
     row_of = offsets // row_entries
     values: list[tuple[int, int, bytes]] = []
@@ -143,7 +143,13 @@ def add_pieces(
             chosen = in_row
         first = row * row_entries
         values += _row_values(codes, slots[chosen], offsets[chosen] - first, block + first)
-    connection.exec_driver_sql(backend_of(connection).sql(_INSERT), values)
+    return values
+
+
+def insert_rows(connection: Connection, rows: list[tuple[int, int, bytes]]) -> None:
+    """Insert rows :func:`piece_rows` made."""
+    if rows:
+        connection.exec_driver_sql(backend_of(connection).sql(_INSERT), rows)
 
 
 def _row_values(

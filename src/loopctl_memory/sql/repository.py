@@ -73,13 +73,15 @@ async def insert_entries(
     known: Mapping[str, int] | None = None,
     *,
     term_ids: KnownTerms | None = None,
-) -> tuple[int, dict[str, int]]:
-    """Insert checked entries in order, index a long tail.
+    fold_at: int | None = None,
+) -> tuple[int, int, dict[str, int]]:
+    """Insert checked entries in order, index a tail of ``fold_at`` entries or more.
 
     Each entry goes into its scope (relative to ``base``, the writing view's scope);
     ``known``: ids of scope names already looked up; ``term_ids``: the store's
-    term ids, for indexing. Returns the watermark after,
-    and the id of each scope name the batch went into.
+    term ids, for indexing; ``fold_at``: default, the tuning's ``tail_limit``.
+    Returns the watermark after, the last entry's seq, and the id of each
+    scope name the batch went into.
 
     Raises:
         DuplicateEntryError: two entries of the batch share an id (a clash with a
@@ -113,14 +115,15 @@ async def insert_entries(
     made = backend.vector_rows(batch, first_seq)
     if made:
         await connection.exec_driver_sql(backend.sql(INSERT_VECTORS), made)
-    if position.tail_after(len(batch)) < tuning.tail_limit and not batch.holds_memory_of(
-        tuning.giant_memory
+    last = first_seq + len(batch) - 1
+    if position.tail_after(len(batch)) < (fold_at or tuning.tail_limit) and not (
+        batch.holds_memory_of(tuning.giant_memory)
     ):
-        return position.indexed_through, ids
+        return position.indexed_through, last, ids
     await connection.run_sync(
         index.index_tail, batch, first_seq, row_entries=tuning.tail_limit, known=term_ids
     )
-    return first_seq + len(batch) - 1, ids
+    return last, last, ids
 
 
 async def delete_entry(

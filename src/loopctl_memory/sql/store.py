@@ -37,8 +37,9 @@ from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql import index, repository, retrieval
+from loopctl_memory.sql import repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
+from loopctl_memory.sql.folds import TailFolds
 from loopctl_memory.sql.graph_builds import GraphBuilds
 from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.state import RankingState
@@ -90,13 +91,15 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         embed_timeout: float = DEFAULT_TIMEOUT,
         graph_home: GraphHome | None = None,
         graph_builds: GraphBuilds | None = None,
+        folds: TailFolds | None = None,
         ttl: timedelta | None = None,
         refresh_on_read: bool = False,
     ) -> SqlMemoryStore:
         """The root store over ``unit``, with options already checked (see ``open_store``).
 
         ``graph_home``: where the vectors' graph files go (None: nowhere, every vector
-        is held in memory); ``graph_builds``: who builds them when one is due (None: none).
+        is held in memory); ``graph_builds``: who builds them when one is due (None: none);
+        ``folds``: who indexes a long tail (None: each write indexes its own).
         """
         shared = SharedState(
             unit=unit,
@@ -106,6 +109,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             clock=clock or _utc_now,
             ranking=RankingState(tuning, graph_home),  # this process's copy for retrieval
             graph_builds=graph_builds or GraphBuilds("", enabled=False),
+            folds=folds or TailFolds("", enabled=False, tail_limit=tuning.tail_limit),
             ranks_by=ranking,
             bm25=bm25 or Bm25Parameters(),
             context=context,
@@ -163,21 +167,10 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         seq = None if scope_id is None else await self._unit.store_one(batch, scope_id)
         if seq is None:
             await self._write(batch)
-        elif seq - shared.watermark_seen >= shared.tuning.tail_limit:
-            await self._shorten_tail()
-        elif batch.holds_memory_of(shared.tuning.giant_memory):
-            await self._shorten_tail(now=True)
+        else:
+            await self._after_one_stored(seq, batch)
         if embedded:
             await self._after_embedded_write(1)
-
-    async def _shorten_tail(self, *, now: bool = False) -> None:
-        shared = self._shared
-        limit = shared.tuning.tail_limit
-        shared.watermark_seen = await self._unit.run(
-            "index",
-            lambda c: c.run_sync(index.shorten_tail, limit, shared.term_ids, now=now),
-            write=True,
-        )
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Store every entry in one transaction, in order: all of them or none."""
@@ -206,13 +199,17 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
     async def _write(self, batch: FlatBatch) -> None:
         base, shared = self._scope.name, self._shared
         tuning = shared.tuning
-        shared.watermark_seen, ids = await self._unit.run_keyed_write(
+        await self._make_room(len(batch))
+        at = shared.folds.inline_at
+        shared.watermark_seen, last, ids = await self._unit.run_keyed_write(
             "store",
             lambda c: repository.insert_entries(
-                c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids
+                c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids, fold_at=at
             ),
         )
         shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
+        shared.tail_seen = last - shared.watermark_seen
+        shared.folds.after_batch(len(batch), shared.tail_seen)
 
     async def retrieve(
         self,
@@ -564,9 +561,11 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
     async def close(self) -> None:
         """Release every connection (of the store and all its views). Idempotent.
 
-        A graph build under way in a child process is stopped (see ``build_indexes``).
+        A graph build under way in a child process is stopped (see ``build_indexes``);
+        a child indexing the tail finishes its block, and what is still due is indexed here.
         """
         await self._shared.graph_builds.stop()
+        await self._finish_upkeep()
         await self._unit.close()
 
     async def __aenter__(self) -> SqlMemoryStore:

@@ -25,7 +25,7 @@ from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.ranking.vectors import StoreMark
 from loopctl_memory.sql.scope_rows import ScopeIds
-from loopctl_memory.sql.store_part import StorePart
+from loopctl_memory.sql.store_upkeep import TailUpkeep
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ class RecordedEmbedder:
     """The view's entries without its vector."""
 
 
-class EmbeddingOperations(StorePart):
+class EmbeddingOperations(TailUpkeep):
     """``pending_embeddings``, ``embed_pending``, and the embedding around every write."""
 
     def _check_ranking(self, ranking: object) -> str:
@@ -157,7 +157,7 @@ class EmbeddingOperations(StorePart):
         )
 
     async def build_indexes(self, progress: Callable[[int, int], object] | None = None) -> int:
-        """Build the graph files a store's vectors are due now; how many vectors they hold.
+        """Index a long tail, build the graph files a store's vectors are due; what they hold.
 
         Past ``Tuning.vector_loose`` vectors outside a graph (50,000 by
         default; fewer are scored exactly faster than a graph finds them), a
@@ -176,8 +176,10 @@ class EmbeddingOperations(StorePart):
             EmbedderError: the store's vectors are now another embedder's (``reembed``).
 
         """
-        embedder = self._embedder()
         shared = self._shared
+        await shared.folds.finish()  # a child indexing the tail: its block is not redone
+        await self._fold_tail()
+        embedder = self._embedder()
         if embedder is None or shared.ranking.graph_home is None:
             return 0
         await shared.graph_builds.wait()  # a child building now: what it builds is not redone

@@ -13,6 +13,7 @@ from loopctl_memory.embedding import DEFAULT_TIMEOUT
 from loopctl_memory.flat import EPOCH, MICROSECOND
 from loopctl_memory.lifecycle import ConsolidationConfig, check_now
 from loopctl_memory.sql.embeddings import StoreEmbedder
+from loopctl_memory.sql.folds import TailFolds
 from loopctl_memory.sql.graph_builds import GraphBuilds
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.term_ids import KnownTerms
@@ -31,6 +32,7 @@ class SharedState:
     clock: Callable[[], datetime]
     ranking: RankingState
     graph_builds: GraphBuilds  # the child building vector graphs, when one is due
+    folds: TailFolds  # the child indexing a long tail, when one is due
     ranks_by: str  # the ranking retrieve uses when a call names none
     bm25: Bm25Parameters
     context: Context = "auto"  # the context weight retrieve uses when a call names none
@@ -38,6 +40,7 @@ class SharedState:
     # holds the lock: the copy then only ever moves forward in time.
     ranking_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     watermark_seen: int = 0  # when single stores should check the tail's length
+    tail_seen: int = 0  # the tail's length after this process's last batch
     # A scope name (and a term) keeps its id for ever, so a view asks for it once.
     scope_ids: dict[str, int] = field(default_factory=lambda: {"": 0})
     term_ids: KnownTerms = field(default_factory=KnownTerms)

@@ -1,0 +1,97 @@
+"""The store's part that keeps the tail short: indexing it here, or asking a child to.
+
+Every write leaves its entries above the watermark, in the *tail* that each
+retrieval reads directly (:mod:`loopctl_memory.sql.index`). Past
+``Tuning.tail_limit`` entries a child process indexes it
+(:mod:`loopctl_memory.sql.folds`) while writes go on; past ``inline_at`` (or
+where no child can run) the write indexes it in its own transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from loopctl_memory.errors import LoopMemoryError
+from loopctl_memory.flat import FlatBatch
+from loopctl_memory.sql import index
+from loopctl_memory.sql.folds import fold_due
+from loopctl_memory.sql.store_part import StorePart
+
+_POLL_SECONDS = 0.02  # how often a write held back by a long tail looks at it again
+
+
+class TailUpkeep(StorePart):
+    """Indexing the tail: after a single store, on demand, and when the store closes."""
+
+    async def _fold_tail(self, stop: asyncio.Event | None = None, linger: float = 0.0) -> int:
+        """Index the entries above the watermark while they number ``tail_limit`` or more.
+
+        What a child of the store does in the background (:mod:`~loopctl_memory.sql.folds`);
+        ``build_indexes`` and closing the store do it too. Each block is inverted
+        outside any transaction, then written if nobody indexed meanwhile.
+        ``stop``: once set, no block is begun; ``linger``: seconds to wait for
+        more writes once the tail is short. How many entries were indexed (0
+        on a read-only store).
+
+        Raises:
+            StorageError: the database could not be read or written.
+
+        """
+        shared = self._shared
+        if self._unit.read_only:
+            return 0
+        limit, known = shared.tuning.tail_limit, shared.term_ids
+        return await fold_due(self._unit, limit, known, stop, linger)
+
+    async def _make_room(self, size: int) -> None:
+        """Before a batch of ``size``: wait while a child indexes, the tail near ``inline_at``.
+
+        Writes that outpace the child wait for it rather than index the same entries
+        themselves (which would throw its block away): the tail stays bounded, and
+        the two cores both work. Where no child runs, the write indexes it itself.
+        """
+        shared = self._shared
+        folds = shared.folds
+        while folds.running and shared.tail_seen + size >= folds.inline_at:
+            await asyncio.sleep(_POLL_SECONDS)
+            shared.tail_seen = await self._unit.run(
+                "index", lambda c: c.run_sync(index.tail_length), write=False
+            )
+
+    async def _after_one_stored(self, seq: int, batch: FlatBatch) -> None:
+        """After one entry stored at ``seq`` in one hop: index the tail, or ask a child, if due.
+
+        The watermark this process saw last may be behind (a child indexed since);
+        a write reads it again only when the tail may be due.
+        """
+        shared = self._shared
+        tail, folds = seq - shared.watermark_seen, shared.folds
+        if batch.holds_memory_of(shared.tuning.giant_memory):
+            await self._shorten_tail(seq, now=True)
+        elif tail >= shared.tuning.tail_limit and (not folds.running or tail >= folds.inline_at):
+            await self._shorten_tail(seq)
+
+    async def _shorten_tail(self, seq: int, *, now: bool = False) -> None:
+        """Index the tail here past ``inline_at`` (or ``now``); past ``tail_limit``, ask a child."""
+        shared = self._shared
+        limit, at = shared.tuning.tail_limit, shared.folds.inline_at
+        shared.watermark_seen = await self._unit.run(
+            "index",
+            lambda c: c.run_sync(index.shorten_tail, limit, shared.term_ids, at=at, now=now),
+            write=True,
+        )
+        if seq - shared.watermark_seen >= limit:
+            shared.folds.ask()
+
+    async def _finish_upkeep(self) -> None:
+        """On closing: a child indexing finishes its block; what is still due is indexed here.
+
+        So a store closed after a bulk load leaves a short tail, as it found it.
+        """
+        folds = self._shared.folds
+        if folds.asked and not self._unit.closed:
+            await folds.finish()
+            with contextlib.suppress(LoopMemoryError):  # an unusable store closes all the same
+                await self._fold_tail()
+        await folds.stop()
