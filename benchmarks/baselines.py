@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+import json
 import re
 import shutil
 import sqlite3
@@ -131,6 +133,53 @@ def raw_load(path: Path, entries: Sequence[MemoryEntry], batch: int) -> BulkLoad
         executemany_rows_per_s=count / inserting,
         megabytes=path.stat().st_size / 2**20,
     )
+
+
+def raw_import(path: Path, source: Path, batch: int) -> float:
+    """Lines/s of a raw import of ``source`` (JSON Lines, the export format) into the plain
+    schema at ``path``: ``json.loads`` each line, its row tuples, ``executemany`` a batch a
+    transaction. What ``loopctl-memory import`` does, less its checks and its indexing."""
+    connection = _connect(path)
+    count = 0
+    try:
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        began = time.perf_counter()
+        with source.open("rb") as lines:
+            while chunk := list(itertools.islice(lines, batch)):
+                entry_rows, tag_rows = [], []
+                for line in chunk:
+                    count += 1
+                    item = json.loads(line)
+                    memory = item["memory"]
+                    entry_rows.append(
+                        (
+                            count,
+                            item["id"],
+                            item["category"],
+                            memory,
+                            memory.lower(),
+                            item["relevance"],
+                            int(
+                                (datetime.fromisoformat(item["created_at"]) - _EPOCH)
+                                / _MICROSECOND
+                            ),
+                            item["access_count"],
+                            int(item["validated"]),
+                        )
+                    )
+                    tag_rows.extend(
+                        (count, position, tag, tag.lower())
+                        for position, tag in enumerate(item["tags"])
+                    )
+                connection.execute("BEGIN IMMEDIATE")
+                connection.executemany(_INSERT_ENTRY, entry_rows)
+                connection.executemany(_INSERT_TAG, tag_rows)
+                connection.execute("COMMIT")
+        elapsed = time.perf_counter() - began
+    finally:
+        connection.close()
+    return count / elapsed
 
 
 def raw_prune(path: Path) -> None:

@@ -41,6 +41,9 @@ from loopctl_memory.cli import cli
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import entry_to_json
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, or -m
+from benchmarks.baselines import raw_import
+
 GOAL = 30_000
 # fmt: off
 WORDS = (
@@ -175,10 +178,16 @@ def main() -> None:
             elapsed = run(database, source)
             rates.append(options.lines / elapsed)
             print(f"  run {attempt}: {elapsed:6.2f} s  {rates[-1]:>9,.0f} entries/s")
+        raws = []
+        for attempt in range(1, options.runs + 1):  # the same lines, without the store
+            raws.append(raw_import(Path(scratch) / f"raw{attempt}.db", source, 5_000))
+            print(f"  raw json.loads + executemany {attempt}: {raws[-1]:>9,.0f} entries/s")
         median = statistics.median(rates)
         verdict = "meets" if median >= GOAL else "MISSES"
         print(f"best {max(rates):,.0f} entries/s, median {median:,.0f} entries/s")
         print(f"the median run {verdict} the goal of {GOAL:,} entries/s")
+        ratio = median / statistics.median(raws)
+        print(f"median import / median raw: {ratio:.2f}x (the goal: 0.5x)")
 
 
 if __name__ == "__main__":
