@@ -36,7 +36,7 @@ LIFECYCLE_ARGS ?=
 MCP_ARGS ?=
 BM25_ARGS ?= --sizes 100k,1m
 VECTOR_ARGS ?= --sizes 100k,1m
-bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust, then scopes and the lifecycle, then MCP recall, the file checks and space, then BM25 speed against the reference ranking and bm25s, then vector and hybrid, then one giant memory, then LangGraph, then the first vector search after a bulk load; writes benchmarks/RESULTS.md (BENCH_ARGS="--sizes 10k,100k,1m", LIFECYCLE_ARGS="--size 1m", MCP_ARGS="--size 100k", BM25_ARGS="--sizes 100k,1m --no-bm25s", VECTOR_ARGS="--sizes 100k,1m")
+bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust, then scopes and the lifecycle, then MCP recall, the file checks and space, then BM25 speed against the reference ranking and bm25s, then vector and hybrid, then one giant memory, then LangGraph, then the first vector search after a bulk load, then bulk writes with the tail indexed by a child; writes benchmarks/RESULTS.md (BENCH_ARGS="--sizes 10k,100k,1m", LIFECYCLE_ARGS="--size 1m", MCP_ARGS="--size 100k", BM25_ARGS="--sizes 100k,1m --no-bm25s", VECTOR_ARGS="--sizes 100k,1m")
 	$(BIN)/python -m benchmarks.run --out benchmarks/RESULTS.md $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.lifecycle_bench --out benchmarks/RESULTS.md $(LIFECYCLE_ARGS)
 	$(BIN)/python -m benchmarks.mcp_bench --out benchmarks/RESULTS.md $(MCP_ARGS)
@@ -47,6 +47,7 @@ bench: $(STAMP) ## Benchmark against InMemoryStore, raw SQLite and Rust, then sc
 	$(BIN)/python -m benchmarks.giant_bench --out benchmarks/RESULTS.md
 	$(BIN)/python -m benchmarks.langgraph_bench --out benchmarks/RESULTS.md
 	$(BIN)/python -m benchmarks.index_bench --out benchmarks/RESULTS.md
+	$(BIN)/python -m benchmarks.write_bench --out benchmarks/RESULTS.md
 
 BASE ?= HEAD~1
 AB_ARGS ?=

@@ -147,7 +147,8 @@ def raw_import(path: Path, source: Path, batch: int) -> float:
         began = time.perf_counter()
         with source.open("rb") as lines:
             while chunk := list(itertools.islice(lines, batch)):
-                entry_rows, tag_rows = [], []
+                entry_rows: list[tuple[Any, ...]] = []
+                tag_rows: list[tuple[Any, ...]] = []
                 for line in chunk:
                     count += 1
                     item = json.loads(line)
@@ -161,8 +162,7 @@ def raw_import(path: Path, source: Path, batch: int) -> float:
                             memory.lower(),
                             item["relevance"],
                             int(
-                                (datetime.fromisoformat(item["created_at"]) - _EPOCH)
-                                / _MICROSECOND
+                                (datetime.fromisoformat(item["created_at"]) - _EPOCH) / _MICROSECOND
                             ),
                             item["access_count"],
                             int(item["validated"]),
