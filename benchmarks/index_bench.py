@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         build = _seconds(indexed, "build")
         after = _seconds(indexed, "query")
         serving = _serving(served, args.queries)
-    commit, dirty = code_version()
+    commit, _ = code_version()
     size = size_label(args.size)
     text = "\n".join(
         [
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "- Command: `python -m benchmarks.index_bench --out benchmarks/RESULTS.md`",
             f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
             f"- Machine: {machine()}",
-            f"- Code: commit {commit}{' (with uncommitted changes)' if dirty else ''}",
+            f"- Code: {commit}",
             "",
             "| in a fresh process, on a file of "
             f"{size} entries with 384-d vectors and no graph yet | seconds |",

