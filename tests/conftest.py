@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -137,6 +139,12 @@ async def reset_postgres(url: str) -> None:
             )
         )
         await connection.execute(text("DELETE FROM embedders"))
+
+
+def integrity_check(path: Path) -> list[str]:
+    """What SQLite's ``PRAGMA integrity_check`` says of the file: ``["ok"]``, or its findings."""
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        return [row[0] for row in raw.execute("PRAGMA integrity_check")]
 
 
 async def shared_target(backend: str, tmp_path: Path) -> str | Path:

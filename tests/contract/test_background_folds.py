@@ -13,7 +13,6 @@ import asyncio
 import json
 import logging
 import random
-import sqlite3
 import subprocess
 import sys
 import uuid
@@ -26,7 +25,7 @@ from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_stor
 from loopctl_memory.sql import folds
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.sql.tuning import Tuning
-from tests.conftest import SHARED_BACKENDS, shared_target
+from tests.conftest import SHARED_BACKENDS, integrity_check, shared_target
 
 LIMIT = 40
 FOLDING = Tuning(tail_limit=LIMIT)
@@ -65,14 +64,6 @@ async def _same_answers(store: SqlMemoryStore, reference: InMemoryStore, twin: S
             ) == await store.retrieve_scored(query, limit, ranking="bm25")
 
 
-def _integrity(path: Path) -> list[tuple[str]]:
-    raw = sqlite3.connect(path)
-    try:
-        return raw.execute("PRAGMA integrity_check").fetchall()
-    finally:
-        raw.close()
-
-
 @pytest.mark.parametrize("backend", SHARED_BACKENDS)
 async def test_a_child_indexes_the_tail_while_the_store_writes_and_answers(backend, tmp_path):
     target = await shared_target(backend, tmp_path)
@@ -97,7 +88,7 @@ async def test_a_child_indexes_the_tail_while_the_store_writes_and_answers(backe
         async with open_store(target, tuning=INLINE) as again:  # a new process's copy
             await _same_answers(again, reference, twin)
     if backend == "sqlite-file":
-        assert [("ok",)] == _integrity(target)
+        assert ["ok"] == integrity_check(target)
 
 
 async def test_closing_the_store_leaves_a_short_tail(tmp_path):
@@ -109,7 +100,7 @@ async def test_closing_the_store_leaves_a_short_tail(tmp_path):
     async with open_store(path, tuning=INLINE, read_only=True) as again:
         assert 600 - await _watermark(again) < LIMIT
         assert 600 == await again.count()
-    assert [("ok",)] == _integrity(path)
+    assert ["ok"] == integrity_check(path)
 
 
 async def test_a_child_that_fails_is_warned_of_once_and_writes_index_themselves(
@@ -172,4 +163,4 @@ async def test_a_child_killed_at_any_point_leaves_the_index_whole(backend, delay
                 await each.store_many(batch)
             await _same_answers(again, reference, twin)
     if backend == "sqlite-file":
-        assert [("ok",)] == _integrity(target)
+        assert ["ok"] == integrity_check(target)

@@ -20,6 +20,7 @@ from loopctl_memory.sql.store import SqlMemoryStore
 from tests.conftest import (
     NEEDS_POSTGRES,
     POSTGRES_URL_VARIABLE,
+    integrity_check,
     reset_postgres,
 )
 from tests.reliability.concurrent_worker import (
@@ -33,14 +34,6 @@ from tests.reliability.concurrent_worker import (
 
 WORKER = Path(__file__).with_name("concurrent_worker.py")
 CHILD_TIMEOUT = 120.0  # seconds; a hang fails the test instead of blocking the suite
-
-
-def _integrity(path: Path) -> list[tuple[str]]:
-    raw = sqlite3.connect(path)
-    try:
-        return raw.execute("PRAGMA integrity_check").fetchall()
-    finally:
-        raw.close()
 
 
 def _duplicate_ids(path: Path) -> list[tuple[object, int]]:
@@ -136,7 +129,7 @@ def test_processes_writing_one_database_at_once_lose_nothing(tmp_path, backend, 
         assert "Traceback" not in err
 
     if isinstance(path, Path):
-        assert [("ok",)] == _integrity(path)
+        assert ["ok"] == integrity_check(path)
         assert [] == _duplicate_ids(path)
     # exact count, every id once, every entry intact (and in its writer's scope)
     asyncio.run(_check_every_entry(path, scoped=scoped))
@@ -204,7 +197,7 @@ async def shared_store(request, tmp_path):
     async with open_store(target, busy_timeout=BUSY_TIMEOUT) as store:
         yield store
     if request.param == "file":
-        assert [("ok",)] == _integrity(tmp_path / "memory.db")
+        assert ["ok"] == integrity_check(tmp_path / "memory.db")
 
 
 async def _serial_reference() -> InMemoryStore:

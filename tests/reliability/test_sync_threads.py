@@ -7,9 +7,7 @@ and an exception in any thread ("Event loop is closed") into a failure.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -32,6 +30,7 @@ from loopctl_memory import (
     sync,
 )
 from loopctl_memory.sync import SyncMemoryStore
+from tests.conftest import integrity_check
 
 THREADS = 8
 PER_THREAD = 25
@@ -356,7 +355,7 @@ def test_threads_find_each_key_as_soon_as_its_store_returns(store, path):
     run_in_threads(work)
 
     assert THREADS * (5 + 1) == store.with_descendants().count()
-    assert ["ok"] == _integrity(path)
+    assert ["ok"] == integrity_check(path)
 
 
 def test_a_lookup_sees_what_another_process_stored_after_the_last_one(store, path):
@@ -389,7 +388,7 @@ def test_a_read_only_store_looks_keys_up_and_sees_later_writes(store, path):
         store.store(fact("after", key="a"))
         after = reader.get_by_key("a")
     assert ("before", "after") == (getattr(before, "memory", None), getattr(after, "memory", None))
-    assert ["ok"] == _integrity(path)
+    assert ["ok"] == integrity_check(path)
 
 
 def test_a_lookup_after_the_file_was_removed_names_it_and_nothing_is_acknowledged_after(path):
@@ -437,12 +436,7 @@ def test_lookups_racing_a_close_end_with_the_closed_error(path):
         looker.join(JOIN_TIMEOUT)
 
     assert [f"the store at {path} is closed"] * 4 == errors
-    assert ["ok"] == _integrity(path)
-
-
-def _integrity(path: Path) -> list[str]:
-    with contextlib.closing(sqlite3.connect(path)) as raw:
-        return [row[0] for row in raw.execute("PRAGMA integrity_check")]
+    assert ["ok"] == integrity_check(path)
 
 
 # --- opening and closing ---------------------------------------------------------------

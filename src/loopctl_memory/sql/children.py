@@ -21,7 +21,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import IO, Any
+from collections.abc import Callable, Coroutine
+from typing import IO, Any, NoReturn
+
+from loopctl_memory.errors import LoopMemoryError
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +32,7 @@ _REPORTED = 2_000  # characters of a failed child's error output a warning shows
 
 
 class Child:
-    """The child doing one kind of upkeep for a store, if one runs."""
+    """The child doing one kind of upkeep for a store, if one runs (a kind a subclass)."""
 
     def __init__(self, module: str, *, enabled: bool, failed: str) -> None:
         """``module``: what the child runs; ``enabled``: false, none is ever started.
@@ -54,7 +57,7 @@ class Child:
         """Whether a child is at work now."""
         return self._child is not None and self._child.poll() is None
 
-    def start(self, asked: dict[str, Any]) -> bool:
+    def _start(self, asked: dict[str, Any]) -> bool:
         """Start a child and hand it ``asked``; whether one started.
 
         None when one runs, when none may start, or after one failed.
@@ -132,6 +135,16 @@ def _tail(errors: IO[bytes] | None) -> str:
         errors.seek(0)
         text = errors.read().decode("utf-8", "replace").strip()
     return text[-_REPORTED:] or "no output"
+
+
+def run_child(work: Callable[[dict[str, Any]], Coroutine[Any, Any, object]]) -> NoReturn:
+    """In a child: run ``work`` on its parent's request; exit 0, or 1 saying why on stderr."""
+    try:
+        asyncio.run(work(read_request()))
+    except (LoopMemoryError, ValueError, KeyError, TypeError) as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(0)
 
 
 def read_request() -> dict[str, Any]:

@@ -10,12 +10,9 @@ with the reason on stderr when it could not index.
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from typing import NoReturn
 
-from loopctl_memory.errors import LoopMemoryError
-from loopctl_memory.sql.children import parent_gone, read_request
+from loopctl_memory.sql.children import parent_gone, run_child
 from loopctl_memory.sql.opening import open_store
 from loopctl_memory.sql.tuning import Tuning
 
@@ -33,13 +30,7 @@ async def fold(target: str, tail_limit: int) -> int:
 
 def main() -> NoReturn:
     """Index what stdin names; exit 0, or 1 saying why on stderr."""
-    try:
-        asked = read_request()
-        asyncio.run(fold(str(asked["target"]), int(asked["tail_limit"])))
-    except (LoopMemoryError, ValueError, KeyError, TypeError) as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(1)
-    sys.exit(0)
+    run_child(lambda asked: fold(str(asked["target"]), int(asked["tail_limit"])))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ LAG = 4
 """How many ``tail_limit``s a write leaves unindexed while a child indexes them."""
 
 
-class TailFolds:
+class TailFolds(Child):
     """The child indexing a store's tail, if one runs."""
 
     def __init__(self, target: str, *, enabled: bool, tail_limit: int) -> None:
@@ -57,31 +57,26 @@ class TailFolds:
         ``enabled``: false, no child is ever started, and writes index as they
         always did; ``tail_limit``: the store's.
         """
-        self._target = target
-        self._tail_limit = tail_limit
-        self._child = Child(
+        super().__init__(
             CHILD,
             enabled=enabled,
             failed="indexing the tail in the background failed (%s); writes index it"
             " themselves from now on",
         )
+        self._target = target
+        self._tail_limit = tail_limit
         self.asked = False
         """Whether this store ever left a long tail to a child."""
 
     @property
     def inline_at(self) -> int:
         """The tail a write indexes itself from (``LAG`` tail limits while a child may help)."""
-        return self._tail_limit * (LAG if self._child.enabled else 1)
-
-    @property
-    def running(self) -> bool:
-        """Whether a child is indexing now."""
-        return self._child.running
+        return self._tail_limit * (LAG if self.enabled else 1)
 
     def ask(self) -> None:
         """Have a child index the tail while it is long: start one, unless one runs."""
         self.asked = True
-        self._child.start({"target": self._target, "tail_limit": self._tail_limit})
+        self._start({"target": self._target, "tail_limit": self._tail_limit})
 
     def after_batch(self, size: int, tail: int) -> None:
         """After a batch of ``size`` left ``tail`` entries unindexed: ask a child if one is due.
@@ -92,14 +87,6 @@ class TailFolds:
         limit = self._tail_limit
         if tail >= limit or (size * 10 >= limit and tail * 2 >= limit):
             self.ask()
-
-    async def finish(self) -> None:
-        """Let the child finish the block it is writing, and wait for it to end."""
-        await self._child.finish()
-
-    async def stop(self) -> None:
-        """Stop the child now (a block it was writing is not written), and start none again."""
-        await self._child.stop()
 
 
 async def fold_due(

@@ -26,7 +26,7 @@ CHILD = "loopctl_memory.sql.graph_child"
 """The module a child runs (``python -m``)."""
 
 
-class GraphBuilds:
+class GraphBuilds(Child):
     """The child building a store's vector graphs, if one runs."""
 
     def __init__(self, target: str, *, enabled: bool, vector_loose: int = 0) -> None:
@@ -35,20 +35,15 @@ class GraphBuilds:
         ``enabled``: false, no child is ever started (``Tuning.background_builds``);
         ``vector_loose``: the store's, past which the child builds.
         """
-        self._target = target
-        self._vector_loose = vector_loose
-        self._child = Child(
+        super().__init__(
             CHILD,
             enabled=enabled,
             failed="building the vector graphs in the background failed (%s); retrievals stay"
             " exact, scoring every vector outside a graph; build_indexes() (CLI index) builds"
             " them here and says what goes wrong",
         )
-
-    @property
-    def running(self) -> bool:
-        """Whether a child is building now."""
-        return self._child.running
+        self._target = target
+        self._vector_loose = vector_loose
 
     def start(self, name: str, dims: int) -> None:
         """Start a child building the graphs of the vectors by embedder ``name`` (``dims``).
@@ -56,15 +51,7 @@ class GraphBuilds:
         Nothing when one runs, when none may start, or after one failed.
         """
         asked = {"target": self._target, "name": name, "dims": dims}
-        self._child.start({**asked, "vector_loose": self._vector_loose})
-
-    async def wait(self) -> None:
-        """Wait for the child building now, if one is (its failure is warned of, not raised)."""
-        await self._child.finish()
-
-    async def stop(self) -> None:
-        """Stop the child building now, if one is, and wait for it. Idempotent."""
-        await self._child.stop()
+        self._start({**asked, "vector_loose": self._vector_loose})
 
 
 def request(payload: dict[str, Any]) -> tuple[str, str, int, int]:

@@ -10,12 +10,10 @@ another process built them first); 1 with the reason on stderr otherwise.
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from typing import Any, NoReturn
 
-from loopctl_memory.errors import EmbedderError, LoopMemoryError
-from loopctl_memory.sql.children import read_request
+from loopctl_memory.errors import EmbedderError
+from loopctl_memory.sql.children import run_child
 from loopctl_memory.sql.graph_builds import request
 from loopctl_memory.sql.opening import open_store
 from loopctl_memory.sql.tuning import Tuning
@@ -53,12 +51,7 @@ async def build(target: str, name: str, dims: int, vector_loose: int) -> int:
 
 def main() -> NoReturn:
     """Build what stdin names; exit 0, or 1 saying why on stderr."""
-    try:
-        asyncio.run(build(*request(read_request())))
-    except (LoopMemoryError, ValueError, KeyError, TypeError) as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(1)
-    sys.exit(0)
+    run_child(lambda asked: build(*request(asked)))
 
 
 if __name__ == "__main__":

@@ -182,7 +182,7 @@ class EmbeddingOperations(TailUpkeep):
         embedder = self._embedder()
         if embedder is None or shared.ranking.graph_home is None:
             return 0
-        await shared.graph_builds.wait()  # a child building now: what it builds is not redone
+        await shared.graph_builds.finish()  # a child building now: what it builds is not redone
         embedder_id, dims = embedder.embedder_id, embedder.embedder.dims
         state = shared.ranking
 
