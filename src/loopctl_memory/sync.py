@@ -253,6 +253,10 @@ class SyncMemoryStore:
         """Build the graph files due now; how many vectors they hold (see the async store)."""
         return self._runner.run(self._store.build_indexes(progress))
 
+    def start_upkeep(self) -> None:
+        """Start the index upkeep due in the background, without waiting (see the async store)."""
+        self._runner.run(self._store.start_upkeep())
+
     def embed_pending(self, batch_size: int = 256) -> int:
         """Make the vectors of the view's pending entries; how many (see the async store)."""
         return self._runner.run(self._store.embed_pending(batch_size))

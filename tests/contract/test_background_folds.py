@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
+from loopctl_memory.mcp_server.tools import start_upkeep
 from loopctl_memory.sql import folds
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.sql.tuning import Tuning
@@ -164,3 +165,31 @@ async def test_a_child_killed_at_any_point_leaves_the_index_whole(backend, delay
             await _same_answers(again, reference, twin)
     if backend == "sqlite-file":
         assert ["ok"] == integrity_check(target)
+
+
+async def test_start_upkeep_has_a_child_index_a_tail_left_long(tmp_path, caplog):
+    """A tail left long by a store that indexes later: a long-running process starts on it."""
+    path = tmp_path / "memory.db"
+    rng = random.Random(9)
+    async with open_store(path, tuning=Tuning(tail_limit=10_000)) as writer:
+        await writer.store_many(_entries(rng, 0, 300))
+    async with open_store(path, tuning=FOLDING) as store:
+        assert 0 == await _watermark(store)
+        with caplog.at_level(logging.WARNING):
+            await store.start_upkeep()  # returns at once: a child indexes
+            for _ in range(1_200):  # not a measure of time: until the child has indexed
+                if 300 - await _watermark(store) < LIMIT:
+                    break
+                await asyncio.sleep(0.05)
+        assert 300 - await _watermark(store) < LIMIT
+        assert [] == caplog.records
+
+
+async def test_the_mcp_servers_upkeep_at_start_logs_a_failure_and_goes_on(tmp_path, caplog):
+    store = await open_store(tmp_path / "memory.db")
+    await store.close()
+    with caplog.at_level(logging.WARNING, "loopctl_memory.mcp_server.tools"):
+        await start_upkeep(store)  # a closed store: logged, not raised
+    assert ["starting the index upkeep failed"] == [
+        record.getMessage().split(":", 1)[0] for record in caplog.records
+    ]

@@ -423,3 +423,24 @@ async def test_closing_the_store_stops_the_child_still_building(
     assert [] == caplog.records, "a child stopped by closing is no failure"
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # stopped and reaped
+
+
+async def test_start_upkeep_starts_the_build_due_before_any_retrieval(backend, tmp_path, caplog):
+    """What a long-running process calls at its start: the child builds, nothing waits."""
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target, IN_THE_BACKGROUND)
+    told: list[tuple[int, int]] = []
+    try:
+        await _both(store, oracle, _entries(0, 40))
+        with caplog.at_level(logging.WARNING):
+            await store.start_upkeep()  # returns at once: the child builds
+            assert 40 == await store.build_indexes(progress=lambda *done: told.append(done))
+        assert [] == told, "the child it started built every graph"
+        assert [] == caplog.records
+        assert [40] == [g["count"] for g in _manifest(await _directory(store, target))["graphs"]]
+        await store.start_upkeep()  # nothing due: no child, nothing built
+        assert 40 == await store.build_indexes(progress=lambda *done: told.append(done))
+        assert [] == told
+        await _same_rankings(store, oracle)
+    finally:
+        await store.close()

@@ -546,14 +546,27 @@ async def serve(
         embedder=embedder,
     ) as store:
         view = store if scope is None else store.scope(scope)
+        upkeep = asyncio.create_task(start_upkeep(store))
         sweeping = None if read_only else asyncio.create_task(sweep_now_and_then(view))
         try:
             await serve_stdio(build_server(view, ranking=ranking))
         finally:
-            if sweeping is not None:
-                sweeping.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeping
+            for task in (upkeep, sweeping):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+
+async def start_upkeep(store: SqlMemoryStore) -> None:
+    """Start the index upkeep due (a graph build, a long tail's indexing), logging a failure.
+
+    The server's first requests then find no graph build due that a client waits behind.
+    """
+    try:
+        await store.start_upkeep()
+    except LoopMemoryError as exc:
+        _log.warning("starting the index upkeep failed: %s", exc)
 
 
 SWEEP_EVERY = 300.0

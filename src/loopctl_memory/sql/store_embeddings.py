@@ -20,7 +20,7 @@ from loopctl_memory.errors import EmbedderError, StorageError
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import check_ranking
-from loopctl_memory.sql import embeddings
+from loopctl_memory.sql import embeddings, index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.ranking.vectors import StoreMark
@@ -155,6 +155,42 @@ class EmbeddingOperations(TailUpkeep):
             lambda c, ids: embeddings.pending_count(c, made_by, ids),
             write=False,
         )
+
+    async def start_upkeep(self) -> None:
+        """Start the index upkeep that is due in the background, without waiting for it.
+
+        For a long-running process, at its start (the MCP server does): a child
+        indexes a long tail, and a child builds the vector graphs due, so that no
+        retrieval finds them due later. It reads the store's vectors as a first
+        vector retrieval would (seconds on a file with a million vectors outside
+        a graph); nothing on a read-only store's tail, nothing without an embedder.
+
+        Raises:
+            StorageError: the database could not be read.
+            EmbedderError: the store's vectors are now another embedder's (``reembed``).
+
+        """
+        shared = self._shared
+        if not self._unit.read_only:
+            tail = await self._unit.run(
+                "index", lambda c: c.run_sync(index.tail_length), write=False
+            )
+            if tail >= shared.tuning.tail_limit:
+                shared.folds.ask()
+        embedder = self._embedder()
+        if embedder is None or shared.ranking.graph_home is None:
+            return
+        embedder_id, dims = embedder.embedder_id, embedder.embedder.dims
+        state = shared.ranking
+
+        def follow(reader: Reader) -> bool:
+            state.refresh(reader)
+            return state.vectors(reader, embedder_id, dims).build_due
+
+        async with shared.ranking_lock:
+            due = await self._unit.read("index", follow)
+        if due:
+            shared.graph_builds.start(embedder.embedder.name, dims)
 
     async def build_indexes(self, progress: Callable[[int, int], object] | None = None) -> int:
         """Index a long tail, build the graph files a store's vectors are due; what they hold.

@@ -52,8 +52,14 @@ class TailUpkeep(StorePart):
         the two cores both work. Where no child runs, the write indexes it itself.
         """
         shared = self._shared
-        folds = shared.folds
-        while folds.running and shared.tail_seen + size >= folds.inline_at:
+        folds, limit = shared.folds, shared.tuning.tail_limit
+        # Only while the child has a block to index: a batch of more than the room left
+        # above a short tail indexes itself rather than wait for a child with nothing to do.
+        while (
+            folds.running
+            and limit <= shared.tail_seen
+            and shared.tail_seen + size >= folds.inline_at
+        ):
             await asyncio.sleep(_POLL_SECONDS)
             shared.tail_seen = await self._unit.run(
                 "index", lambda c: c.run_sync(index.tail_length), write=False
