@@ -89,6 +89,7 @@ async def test_a_child_indexes_the_tail_while_the_store_writes_and_answers(backe
         async with open_store(target, tuning=INLINE) as again:  # a new process's copy
             await _same_answers(again, reference, twin)
     if backend == "sqlite-file":
+        assert isinstance(target, Path)
         assert ["ok"] == integrity_check(target)
 
 
@@ -164,6 +165,7 @@ async def test_a_child_killed_at_any_point_leaves_the_index_whole(backend, delay
                 await each.store_many(batch)
             await _same_answers(again, reference, twin)
     if backend == "sqlite-file":
+        assert isinstance(target, Path)
         assert ["ok"] == integrity_check(target)
 
 

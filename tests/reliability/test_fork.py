@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, open_store, sync
-from tests.reliability.test_concurrency import _integrity
+from tests.conftest import integrity_check
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="the system has no fork()"),
@@ -64,7 +64,7 @@ def test_a_blocking_store_refuses_in_a_forked_child_and_closing_it_there_leaves_
         assert _in_child(close_then_open_its_own)
         store.store(_entry("after the fork"))
         assert 3 == store.count()
-    assert [("ok",)] == _integrity(database)
+    assert ["ok"] == integrity_check(database)
 
 
 def test_an_async_store_refuses_in_a_forked_child(tmp_path):
@@ -87,4 +87,4 @@ def test_an_async_store_refuses_in_a_forked_child(tmp_path):
         loop.run_until_complete(store.close())
     finally:
         loop.close()
-    assert [("ok",)] == _integrity(database)
+    assert ["ok"] == integrity_check(database)

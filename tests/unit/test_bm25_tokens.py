@@ -142,12 +142,12 @@ def test_a_block_inverted_at_once_holds_each_documents_tokens_words_and_length(d
         if words:
             expected_lengths[seq] = len(words)
     assert expected_tokens == block.tokens.by_term()
-    words = block.words
+    postings = block.words
     held: dict[str, dict[int, int]] = {}
     for term, seq, count in zip(
-        words.term_of.tolist(), words.seqs.tolist(), words.counts.tolist(), strict=True
+        postings.term_of.tolist(), postings.seqs.tolist(), postings.counts.tolist(), strict=True
     ):
-        held.setdefault(words.terms[term], {})[seq] = count
+        held.setdefault(postings.terms[term], {})[seq] = count
     assert expected_words == held
     assert expected_lengths == dict(
         zip(block.lengths.seqs.tolist(), block.lengths.lengths.tolist(), strict=True)
