@@ -14,9 +14,10 @@ The tail stays bounded whatever happens: a batch that would take it past
 it; indexing the entries itself would throw the child's block away), and
 where no child runs (``:memory:``, ``Tuning.background_folds`` off, a child
 that failed) the write indexes the tail in its own transaction, as every
-write did before. Closing the store lets the child finish the block it is
-writing, then indexes what is still due itself, so a store closed after a
-bulk load leaves a short tail for the next process.
+write did before. Closing the store stops the child (a block it was writing
+is never half written: it is one transaction) and indexes what is still due
+itself, so a store closed after a bulk load leaves a short tail for the next
+process, and a close never waits for a child to start.
 """
 
 from __future__ import annotations

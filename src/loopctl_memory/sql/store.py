@@ -562,7 +562,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         """Release every connection (of the store and all its views). Idempotent.
 
         A graph build under way in a child process is stopped (see ``build_indexes``);
-        a child indexing the tail finishes its block, and what is still due is indexed here.
+        so is a child indexing the tail, and what is still due is indexed here.
         """
         await self._shared.graph_builds.stop()
         await self._finish_upkeep()

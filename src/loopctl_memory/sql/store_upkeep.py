@@ -91,13 +91,13 @@ class TailUpkeep(StorePart):
             shared.folds.ask()
 
     async def _finish_upkeep(self) -> None:
-        """On closing: a child indexing finishes its block; what is still due is indexed here.
+        """On closing: stop the child indexing (if one runs); index what is still due here.
 
         So a store closed after a bulk load leaves a short tail, as it found it.
+        A block the child was writing is one transaction: stopped, it is not written.
         """
         folds = self._shared.folds
+        await folds.stop()
         if folds.asked and not self._unit.closed:
-            await folds.finish()
             with contextlib.suppress(LoopMemoryError):  # an unusable store closes all the same
                 await self._fold_tail()
-        await folds.stop()
