@@ -380,20 +380,32 @@ async def test_build_indexes_without_an_embedder_or_files_builds_nothing(backend
         assert 0 == await memory.build_indexes()
 
 
-async def test_a_retrieval_never_builds_a_graph_a_child_process_does(backend, tmp_path, caplog):
-    """Past the held limit a retrieval answers exactly and starts a child that builds them all."""
+@pytest.mark.parametrize("start", ["a retrieval", "start_upkeep"])
+async def test_a_child_process_not_a_retrieval_builds_the_graphs_due(
+    backend, start, tmp_path, caplog
+):
+    """Past the held limit a retrieval answers exactly and starts a child that builds them all.
+
+    ``start_upkeep`` starts it before any retrieval (what a long-running process calls first).
+    """
     target = await shared_target(backend, tmp_path)
     store, oracle = await _pair(target, IN_THE_BACKGROUND)
     told: list[tuple[int, int]] = []
     try:
         await _both(store, oracle, _entries(0, 40))
         with caplog.at_level(logging.WARNING):
-            await _same_rankings(store, oracle)  # the first one starts the child
+            if start == "a retrieval":
+                await _same_rankings(store, oracle)  # the first one starts the child
+            else:
+                await store.start_upkeep()  # returns at once: the child builds
             assert 40 == await store.build_indexes(progress=lambda *done: told.append(done))
         assert [] == told, "the child built every graph: nothing was left to build here"
         assert [] == caplog.records
         graphs = _manifest(await _directory(store, target))["graphs"]
         assert [40] == [graph["count"] for graph in graphs]
+        await store.start_upkeep()  # nothing due now: no child, nothing built
+        assert 40 == await store.build_indexes(progress=lambda *done: told.append(done))
+        assert [] == told
         await _same_rankings(store, oracle)
     finally:
         await store.close()
@@ -423,24 +435,3 @@ async def test_closing_the_store_stops_the_child_still_building(
     assert [] == caplog.records, "a child stopped by closing is no failure"
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # stopped and reaped
-
-
-async def test_start_upkeep_starts_the_build_due_before_any_retrieval(backend, tmp_path, caplog):
-    """What a long-running process calls at its start: the child builds, nothing waits."""
-    target = await shared_target(backend, tmp_path)
-    store, oracle = await _pair(target, IN_THE_BACKGROUND)
-    told: list[tuple[int, int]] = []
-    try:
-        await _both(store, oracle, _entries(0, 40))
-        with caplog.at_level(logging.WARNING):
-            await store.start_upkeep()  # returns at once: the child builds
-            assert 40 == await store.build_indexes(progress=lambda *done: told.append(done))
-        assert [] == told, "the child it started built every graph"
-        assert [] == caplog.records
-        assert [40] == [g["count"] for g in _manifest(await _directory(store, target))["graphs"]]
-        await store.start_upkeep()  # nothing due: no child, nothing built
-        assert 40 == await store.build_indexes(progress=lambda *done: told.append(done))
-        assert [] == told
-        await _same_rankings(store, oracle)
-    finally:
-        await store.close()
