@@ -109,11 +109,8 @@ async def fold_due(
     """
     indexed, idle = 0, 0.0
     while stop is None or not stop.is_set():
-        tail = await unit.run(
-            "index the tail",
-            lambda c: c.run_sync(index.read_tail, tail_limit),
-            write=False,
-        )
+        read = functools.partial(index.read_tail, at_least=tail_limit)
+        tail = await unit.run("index the tail", _run_sync(read), write=False)
         if tail is None:
             if idle >= linger:
                 break

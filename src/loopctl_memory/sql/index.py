@@ -245,17 +245,22 @@ class Tail:
 
 def read_tail(connection: Connection, at_least: int) -> Tail | None:
     """The tail as this transaction sees it, if it holds ``at_least`` entries (else None)."""
-    mark, generation = connection.execute(
-        select(index_state.c.indexed_through, index_state.c.generation)
-    ).one()
-    mark = int(mark)
     position = write_position(connection)
     if position.tail_after(0) < max(at_least, 1):
         return None
+    mark, generation = _mark_and_generation(connection)
     texts, tag_values = _read_back(connection, mark, None)
     if not texts:
         return None
-    return Tail(mark, texts[-1][0], texts, tag_values, int(generation))
+    return Tail(mark, texts[-1][0], texts, tag_values, generation)
+
+
+def _mark_and_generation(connection: Connection) -> tuple[int, int]:
+    """The watermark and the generation: what a tail read earlier must find unchanged."""
+    mark, generation = connection.execute(
+        select(index_state.c.indexed_through, index_state.c.generation)
+    ).one()
+    return int(mark), int(generation)
 
 
 def term_ids(
@@ -296,10 +301,7 @@ def write_tail(connection: Connection, tail: Tail, rows: BlockRows, *, row_entri
     every process applies over the postings, as it does for one changed after
     its block was written in the same transaction.
     """
-    mark, generation = connection.execute(
-        select(index_state.c.indexed_through, index_state.c.generation)
-    ).one()
-    if int(mark) != tail.mark or int(generation) != tail.generation:
+    if _mark_and_generation(connection) != (tail.mark, tail.generation):
         return False
     _write_block(connection, tail, rows, row_entries)
     return True

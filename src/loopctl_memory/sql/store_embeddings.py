@@ -11,6 +11,7 @@ import contextlib
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -23,9 +24,11 @@ from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings, index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.embeddings import StoreEmbedder
-from loopctl_memory.sql.ranking.vectors import StoreMark
+from loopctl_memory.sql.ranking.vectors import StoreMark, VectorIndex
 from loopctl_memory.sql.scope_rows import ScopeIds
 from loopctl_memory.sql.store_upkeep import TailUpkeep
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,19 +181,9 @@ class EmbeddingOperations(TailUpkeep):
             if tail >= shared.tuning.tail_limit:
                 shared.folds.ask()
         embedder = self._embedder()
-        if embedder is None or shared.ranking.graph_home is None:
-            return
-        embedder_id, dims = embedder.embedder_id, embedder.embedder.dims
-        state = shared.ranking
-
-        def follow(reader: Reader) -> bool:
-            state.refresh(reader)
-            return state.vectors(reader, embedder_id, dims).build_due
-
-        async with shared.ranking_lock:
-            due = await self._unit.read("index", follow)
-        if due:
-            shared.graph_builds.start(embedder.embedder.name, dims)
+        due = await self._with_vectors(lambda vectors, reader: vectors.build_due)
+        if due and embedder is not None:
+            shared.graph_builds.start(embedder.embedder.name, embedder.embedder.dims)
 
     async def build_indexes(self, progress: Callable[[int, int], object] | None = None) -> int:
         """Index a long tail, build the graph files a store's vectors are due; what they hold.
@@ -215,21 +208,32 @@ class EmbeddingOperations(TailUpkeep):
         shared = self._shared
         await shared.folds.finish()  # a child indexing the tail: its block is not redone
         await self._fold_tail()
-        embedder = self._embedder()
-        if embedder is None or shared.ranking.graph_home is None:
-            return 0
         await shared.graph_builds.finish()  # a child building now: what it builds is not redone
-        embedder_id, dims = embedder.embedder_id, embedder.embedder.dims
         state = shared.ranking
 
-        def build(reader: Reader) -> int:
-            state.refresh(reader)
-            vectors = state.vectors(reader, embedder_id, dims)
+        def build(vectors: VectorIndex, reader: Reader) -> int:
             vectors.build_now(reader, StoreMark.read(reader, state.top, state.change), progress)
             return vectors.graph_count()
 
-        async with shared.ranking_lock:
-            return await self._unit.read("index", build)
+        built = await self._with_vectors(build)
+        return 0 if built is None else built
+
+    async def _with_vectors(self, work: Callable[[VectorIndex, Reader], T]) -> T | None:
+        """``work`` on this process's vectors, brought up to date, in a read transaction.
+
+        None without an embedder, or for a store with no place for graph files (``:memory:``).
+        """
+        embedder, state = self._embedder(), self._shared.ranking
+        if embedder is None or state.graph_home is None:
+            return None
+        embedder_id, dims = embedder.embedder_id, embedder.embedder.dims
+
+        def follow(reader: Reader) -> T:
+            state.refresh(reader)
+            return work(state.vectors(reader, embedder_id, dims), reader)
+
+        async with self._shared.ranking_lock:
+            return await self._unit.read("index", follow)
 
     async def embed_pending(self, batch_size: int = 256) -> int:
         """Make the vectors of the view's pending entries, ``batch_size`` at a time; how many.
