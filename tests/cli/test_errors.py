@@ -108,6 +108,29 @@ def test_a_busy_database_says_so_without_blaming_where_it_is(invoke, db, monkeyp
     finally:
         blocker.close()
     assert "check it or pass --db" not in line
+    assert "--busy-timeout SECONDS waits longer" in line
+
+
+@pytest.mark.parametrize("given", ["option", "variable"])
+def test_busy_timeout_sets_how_long_a_command_waits_for_the_lock(invoke, db, monkeypatch, given):
+    assert 0 == invoke("--db", db, "init").exit_code
+    monkeypatch.setattr("loopctl_memory.sql.opening.DEFAULT_BUSY_TIMEOUT", 3600.0)
+    if given == "variable":
+        monkeypatch.setenv("LOOPCTL_MEMORY_BUSY_TIMEOUT", "0.05")
+    waiting = ["--busy-timeout", "0.05"] if given == "option" else []
+    blocker = sqlite3.connect(db, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        # With the default (an hour here) this would hang; 0.05 s gives up.
+        assert_fails(invoke("--db", db, "add", "x", "-c", "fact", *waiting), 1, "busy past")
+    finally:
+        blocker.close()
+    assert 0 == invoke("--db", db, "add", "x", "-c", "fact", *waiting).exit_code
+    assert ["x"] == [entry.memory for entry in stored_entries(db)]
+
+
+def test_a_negative_busy_timeout_is_a_usage_error(on_db):
+    assert_fails(on_db("--busy-timeout", "-1", "stats"), 2, "'--busy-timeout'")
 
 
 def test_an_older_schema_is_told_in_the_command_lines_words(invoke, db):

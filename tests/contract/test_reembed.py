@@ -223,3 +223,21 @@ async def test_a_bad_spec_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(InvalidArgumentError, match="PROVIDER:MODEL"):
         await open_store(path, embedder="no-such-provider")
     assert not path.exists()
+
+
+@pytest.mark.parametrize("embedder", [KNOWN, "recorded"])
+async def test_opening_with_the_recorded_embedder_waits_for_no_writer(
+    tmp_path, monkeypatch, embedder
+):
+    fake_provider(monkeypatch)
+    path = tmp_path / "memory.db"
+    async with open_store(path, embedder=KNOWN) as store:
+        await store.store_many(_entries(0, 2))
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # another process, mid-write, for as long as it likes
+        async with open_store(path, embedder=embedder, busy_timeout=0) as again:
+            assert again.embedder is not None
+            assert 2 == await again.count()
+    finally:
+        writer.close()

@@ -147,7 +147,8 @@ class _Chain:
                     self.problems.append(f"{self.scope}: search found {found}, not {last_added[0]}")
 
     def _arguments(self, kind: str, step: int, last_added: tuple[str, str] | None) -> list[str]:
-        scope = ["--db", self.target, "--scope", self.scope]
+        # A CLI call beside busy writers waits as long as they do (SQLite's lock is not fair).
+        scope = ["--db", self.target, "--scope", self.scope, "--busy-timeout", str(BUSY_TIMEOUT)]
         if kind == "cli-add":
             text = make_entry(self.scope, step, random.Random(f"{self.scope}#{step}")).memory
             add = ["add", text, "-c", "fact", "-t", "cli", "-r", str(CLI_RELEVANCE)]

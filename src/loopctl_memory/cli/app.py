@@ -55,6 +55,8 @@ def _for_people(exc: LoopMemoryError, settings: object) -> str:
     if isinstance(exc, StorageError) and not busy and isinstance(settings, Settings):
         # Where the database came from, so that the user knows what to fix.
         message += f" (database from {settings.source}; check it or pass --db)"
+    if busy:
+        message += "; --busy-timeout SECONDS waits longer"
     return message
 
 
@@ -121,6 +123,7 @@ def cli(
     read_only: bool,
     ranking: str | None,
     embedder: str | None,
+    busy_timeout: float | None,
     debug: bool,
 ) -> None:
     """Durable memory for agent loops: store, search and maintain memories."""
@@ -140,6 +143,7 @@ def cli(
         read_only=read_only,
         ranking=ranking or None,
         embedder=embedder or None,
+        busy_timeout=busy_timeout,
         debug=debug,
     )
 

@@ -1,10 +1,11 @@
 """The global options, before the command or after it.
 
-Each of ``--db``, ``--scope``, ``--read-only``, ``--ranking``, ``--embedder``
-and ``--debug`` is accepted before the command (``loopctl-memory --db m.db mcp``) and
-after it (``loopctl-memory mcp --db m.db``), with the same meaning; given in
-both places, the one after the command wins. The command group reads the
-environment variables; a command's copy only takes what is typed after it.
+Each of ``--db``, ``--scope``, ``--read-only``, ``--ranking``, ``--embedder``,
+``--busy-timeout`` and ``--debug`` is accepted before the command
+(``loopctl-memory --db m.db mcp``) and after it (``loopctl-memory mcp --db m.db``),
+with the same meaning; given in both places, the one after the command wins.
+The command group reads the environment variables; a command's copy only
+takes what is typed after it.
 A command with an option of the same name of its own (``search --ranking``,
 ``init --embedder``) keeps its own.
 """
@@ -16,7 +17,13 @@ from typing import Any
 
 import click
 
-from loopctl_memory.cli.names import DB_ENVVAR, EMBEDDER_ENVVAR, RANKING_ENVVAR, SCOPE_ENVVAR
+from loopctl_memory.cli.names import (
+    BUSY_TIMEOUT_ENVVAR,
+    DB_ENVVAR,
+    EMBEDDER_ENVVAR,
+    RANKING_ENVVAR,
+    SCOPE_ENVVAR,
+)
 from loopctl_memory.cli.settings import Settings
 from loopctl_memory.errors import LoopMemoryError
 from loopctl_memory.rankings import RANKINGS
@@ -36,6 +43,9 @@ _HELP = {
     "embedder": "The embedder that makes the vectors: 'sentence-transformers:MODEL', "
     "'fastembed:MODEL', 'openai:MODEL', 'ollama:MODEL' or 'python:MODULE:NAME'; "
     "'none' for no embedder. Default: the one `init --embedder` recorded in the database.",
+    "busy_timeout": "Seconds to wait while other processes hold the database's write lock "
+    "before giving up with 'database is locked' (default 5): more for a script beside "
+    "busy writers.",
     "debug": "Show the full traceback of an error.",
 }
 
@@ -57,6 +67,12 @@ def _options(*, on_group: bool) -> list[click.Option]:
         option("--read-only", is_flag=True),
         option("--ranking", RANKING_ENVVAR, type=click.Choice(RANKINGS)),
         option("--embedder", EMBEDDER_ENVVAR, metavar="SPEC"),
+        option(
+            "--busy-timeout",
+            BUSY_TIMEOUT_ENVVAR,
+            type=click.FloatRange(min=0),
+            metavar="SECONDS",
+        ),
         option("--debug", is_flag=True),
     ]
 
@@ -97,6 +113,8 @@ def _typed_after_command(ctx: click.Context, param: click.Parameter, value: Any)
     changes: dict[str, Any] = {param.name: value or None}
     if param.name in {"read_only", "debug"}:
         changes = {param.name: bool(value)}
+    if param.name == "busy_timeout":
+        changes = {param.name: value}  # 0 is a timeout, not "not given"
     if param.name == "db":
         changes["source"] = "--db" if value else "the default location"
     root.obj = ctx.obj = dataclasses.replace(settings, **changes)

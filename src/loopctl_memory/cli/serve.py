@@ -45,5 +45,6 @@ def mcp(settings: Settings, track_access: bool) -> None:
             read_only=read_only,
             ranking=settings.ranking,
             embedder=settings.embedder_option(),
+            busy_timeout=settings.busy_timeout,
         )
     )

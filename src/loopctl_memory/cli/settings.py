@@ -40,6 +40,8 @@ class Settings:
     """The default ranking ``--ranking`` chose (None: not given, each command keeps its own)."""
     embedder: str | None = None
     """``--embedder``'s spec, or ``none`` (None: not given, the one the store recorded)."""
+    busy_timeout: float | None = None
+    """Seconds to wait for another process's lock (``--busy-timeout``; None: the library's)."""
     debug: bool = False
     """Show the traceback of an error (``--debug``)."""
 
@@ -116,6 +118,8 @@ async def _opened(
     )
     if settings.ranking is not None:
         options["ranking"] = settings.ranking
+    if settings.busy_timeout is not None:
+        options["busy_timeout"] = settings.busy_timeout
     if embedder:
         options["embedder"] = settings.embedder_option()
     async with open_store(target, **options) as store:

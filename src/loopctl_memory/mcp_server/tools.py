@@ -44,7 +44,7 @@ from loopctl_memory.mcp_server.stdio import serve_stdio
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import LEXICAL_RANKINGS, RANKINGS, check_ranking
 from loopctl_memory.scopes import relative
-from loopctl_memory.sql.opening import RECORDED, open_store
+from loopctl_memory.sql.opening import RECORDED, OpenOptions, open_store
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.when import age, moment
 
@@ -529,6 +529,7 @@ async def serve(
     read_only: bool = False,
     ranking: str | None = None,
     embedder: Embedder | str | None = RECORDED,
+    busy_timeout: float | None = None,
 ) -> None:
     """Open the store at ``target`` and serve it over stdio until the client hangs up.
 
@@ -536,15 +537,18 @@ async def serve(
     owner's back. ``read_only``: the tools that write answer with an error.
     ``ranking``: what ``recall`` ranks by when a call names none (see
     :func:`build_server`). ``embedder``: as ``open_store`` takes it; by default
-    the one the store recorded.
+    the one the store recorded. ``busy_timeout``: as ``open_store`` takes it
+    (None: its default).
     """
-    async with open_store(
-        target,
+    options = OpenOptions(
         migrate=False if read_only else "create",
         track_access=track_access,
         read_only=read_only,
         embedder=embedder,
-    ) as store:
+    )
+    if busy_timeout is not None:
+        options["busy_timeout"] = busy_timeout
+    async with open_store(target, **options) as store:
         view = store if scope is None else store.scope(scope)
         upkeep = asyncio.create_task(start_upkeep(store))
         sweeping = None if read_only else asyncio.create_task(sweep_now_and_then(view))

@@ -123,6 +123,22 @@ async def recorded(connection: AsyncConnection) -> Recorded | None:
     return None if row is None else Recorded(int(row.id), row.name, int(row.dims), row.spec)
 
 
+async def bound(connection: AsyncConnection, embedder: Embedder, spec: str | None) -> int | None:
+    """The id of ``embedder`` if the store records it as ``bind`` would leave it, else None.
+
+    A read alone: an open that finds its embedder recorded takes no write lock.
+
+    Raises:
+        EmbedderError: the store's vectors are another embedder's (name or dims).
+
+    """
+    named = await recorded(connection)
+    if named is None:
+        return None
+    _check_same(named, embedder)
+    return None if spec is not None and named.spec is None else named.embedder_id
+
+
 async def bind(
     connection: AsyncConnection, embedder: Embedder, *, record: bool, spec: str | None = None
 ) -> int:
@@ -137,12 +153,7 @@ async def bind(
     """
     named = await recorded(connection)
     if named is not None:
-        if (named.name, named.dims) != (embedder.name, embedder.dims):
-            raise EmbedderError(
-                f"this store's vectors are by {named.name!r} ({named.dims} dims), not"
-                f" {embedder.name!r} ({embedder.dims} dims): open it with that embedder,"
-                " or make every vector again with reembed"
-            )
+        _check_same(named, embedder)
         if record and spec is not None and named.spec is None:
             await connection.execute(
                 update(embedders).where(embedders.c.id == named.embedder_id).values(spec=spec)
@@ -153,6 +164,15 @@ async def bind(
     known = await register(connection, embedder, spec)
     await connection.execute(update(index_state).values(embedder_id=known))
     return known
+
+
+def _check_same(named: Recorded, embedder: Embedder) -> None:
+    if (named.name, named.dims) != (embedder.name, embedder.dims):
+        raise EmbedderError(
+            f"this store's vectors are by {named.name!r} ({named.dims} dims), not"
+            f" {embedder.name!r} ({embedder.dims} dims): open it with that embedder,"
+            " or make every vector again with reembed"
+        )
 
 
 async def register(connection: AsyncConnection, embedder: Embedder, spec: str | None) -> int:

@@ -79,11 +79,16 @@ class EmbeddingOperations(TailUpkeep):
             EmbedderError: the store's vectors are another embedder's.
 
         """
-        embedder.embedder_id = await self._unit.run(
-            "open",
-            lambda c: embeddings.bind(c, embedder.embedder, record=record, spec=embedder.spec),
-            write=record,
+        found = await self._unit.run(
+            "open", lambda c: embeddings.bound(c, embedder.embedder, embedder.spec), write=False
         )
+        if found is None:
+            found = await self._unit.run(
+                "open",
+                lambda c: embeddings.bind(c, embedder.embedder, record=record, spec=embedder.spec),
+                write=record,
+            )
+        embedder.embedder_id = found
         self._shared.embedder = embedder
 
     def _embedder(self) -> StoreEmbedder | None:
