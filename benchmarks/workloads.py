@@ -268,6 +268,30 @@ def queries(workload: str, count: int, seed: int = 1) -> list[str]:
     return made
 
 
+SKEWED_TOP = 200
+"""The skewed queries' common words: the natural text's most frequent content words."""
+
+
+def skewed_queries(count: int, seed: int = 1) -> list[str]:
+    """``count`` natural-workload queries whose words are mostly its most common content words.
+
+    Each is 2-5 words drawn uniformly from the ``SKEWED_TOP`` most frequent
+    content words (each held by about 1-13% of the entries), then one word
+    drawn by the text's own Zipf law: an agent asking about what its notes
+    talk about all the time. Every query word has a long posting list, so a
+    ranking that scores every posting pays for all of them.
+    """
+    shape = _shape("natural", seed)
+    common = [word for word in shape.text.population if word not in GLUE_WORDS][:SKEWED_TOP]
+    rng = random.Random(f"skewed-queries-{seed}")
+    made = []
+    for _ in range(count):
+        words = [rng.choice(common) for _ in range(rng.randint(2, 5))]
+        words += shape.text.draw(rng, 1)
+        made.append(" ".join(words))
+    return made
+
+
 def long_query(workload: str, words: int, seed: int = 1) -> str:
     """One query of ``words`` words of ``workload``'s text: a whole prompt passed as a query."""
     rng = random.Random(f"long-query-{workload}-{seed}")

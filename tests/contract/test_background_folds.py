@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import random
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -22,6 +23,7 @@ import pytest
 from sqlalchemy import text
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
+from loopctl_memory.errors import DatabaseBusyError
 from loopctl_memory.mcp_server.tools import start_upkeep
 from loopctl_memory.sql import folds
 from loopctl_memory.sql.store import SqlMemoryStore
@@ -195,3 +197,35 @@ async def test_the_mcp_servers_upkeep_at_start_logs_a_failure_and_goes_on(tmp_pa
     assert ["starting the index upkeep failed"] == [
         record.getMessage().split(":", 1)[0] for record in caplog.records
     ]
+
+
+@pytest.mark.parametrize("child_at_work", [True, False])
+async def test_a_write_busy_while_its_own_child_runs_waits_for_it(
+    tmp_path, monkeypatch, child_at_work: bool
+):
+    path = tmp_path / "memory.db"
+    first, second = _entries(random.Random(5), 0, 2)
+    async with open_store(path) as store:
+        await store.store(first)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the lock, held past the busy timeout (0 here)
+
+    def running(_: folds.TailFolds) -> bool:
+        if child_at_work and holder.in_transaction:
+            holder.execute("COMMIT")  # the child's block is written: the lock is free
+        return child_at_work
+
+    monkeypatch.setattr(folds.TailFolds, "running", property(running))
+    try:
+        async with open_store(path, busy_timeout=0) as store:
+            if child_at_work:
+                await store.store(second)
+            else:
+                with pytest.raises(DatabaseBusyError):
+                    await store.store(second)
+    finally:
+        holder.close()
+    async with open_store(path) as store:
+        held = [entry async for entry in store.iter_entries()]
+    assert held == ([first, second] if child_at_work else [first])
+    assert integrity_check(path) == ["ok"]

@@ -164,7 +164,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         shared = self._shared
         embedded = await self._embed(batch)
         scope_id = shared.scope_ids.get(self._scope.name)
-        seq = None if scope_id is None else await self._unit.store_one(batch, scope_id)
+        one = None if scope_id is None else functools.partial(self._unit.store_one, batch, scope_id)
+        seq = None if one is None else await self._beside_child(one)
         if seq is None:
             await self._write(batch)
         else:
@@ -201,11 +202,13 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         tuning = shared.tuning
         await self._make_room(len(batch))
         at = shared.folds.inline_at
-        shared.watermark_seen, last, ids = await self._unit.run_keyed_write(
-            "store",
-            lambda c: repository.insert_entries(
-                c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids, fold_at=at
-            ),
+        shared.watermark_seen, last, ids = await self._beside_child(
+            lambda: self._unit.run_keyed_write(
+                "store",
+                lambda c: repository.insert_entries(
+                    c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids, fold_at=at
+                ),
+            )
         )
         shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
         shared.tail_seen = last - shared.watermark_seen

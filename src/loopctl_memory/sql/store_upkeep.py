@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
-from loopctl_memory.errors import LoopMemoryError
+from loopctl_memory.errors import DatabaseBusyError, LoopMemoryError
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.sql import index
 from loopctl_memory.sql.folds import fold_due
 from loopctl_memory.sql.store_part import StorePart
 
+T = TypeVar("T")
+
 _POLL_SECONDS = 0.02  # how often a write held back by a long tail looks at it again
+_BUSY_BESIDE_CHILD = 3  # more busy timeouts a write waits while the store's own child runs
 
 
 class TailUpkeep(StorePart):
@@ -43,6 +48,28 @@ class TailUpkeep(StorePart):
             return 0
         limit, known = shared.tuning.tail_limit, shared.term_ids
         return await fold_due(self._unit, limit, known, stop, linger)
+
+    async def _beside_child(self, write: Callable[[], Awaitable[T]]) -> T:
+        """Run ``write`` (one transaction), waiting longer while this store's own child indexes.
+
+        The child holds the write lock for a block at a time. On a loaded machine
+        (a niced bulk load beside busy processes) its transactions can outlast
+        the busy timeout, and a write must not fail because of the store's own
+        upkeep: while the child runs, a busy write is tried again, up to
+        ``_BUSY_BESIDE_CHILD`` more times (the child's backlog is a few blocks).
+
+        Raises:
+            DatabaseBusyError: still busy, or busy with no child of this store at work.
+
+        """
+        tries = 0
+        while True:
+            try:
+                return await write()
+            except DatabaseBusyError:
+                tries += 1
+                if tries > _BUSY_BESIDE_CHILD or not self._shared.folds.running:
+                    raise
 
     async def _make_room(self, size: int) -> None:
         """Before a batch of ``size``: wait while a child indexes, the tail near ``inline_at``.
