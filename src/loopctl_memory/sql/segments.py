@@ -109,7 +109,7 @@ def load_segment(
     tables: TermTables,
     after: int,
     through: int,
-    lengths_into: Ints | None = None,
+    lengths_into: npt.NDArray[np.integer[Any]] | None = None,
 ) -> Segment:
     """Read the postings of the blocks in ``(after, through]`` (a row a block), by term.
 

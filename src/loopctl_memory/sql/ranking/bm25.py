@@ -11,6 +11,9 @@ change, one pass over the entries' lengths.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import numpy.typing as npt
 
@@ -21,15 +24,17 @@ from loopctl_memory.sql.arrays import distinct
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking.state import Mask, Members, RankingState
 from loopctl_memory.sql.ranking.topk import best
-from loopctl_memory.sql.ranking.words import WordIndex
+from loopctl_memory.sql.ranking.words import Lengths, WordIndex
 from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
 
 # Scopes whose statistics are kept at once (a process serves a few agents' scopes).
 _STATISTICS_KEPT = 64
-# Below this share of the entries, a query's candidates are scored apart; above, densely.
-_SPARSE = 8
+# Below this share of the entries, a query's candidates are summed apart; above, densely.
+_SPARSE = 64
+# Document lengths up to this take their norms from a table; a longer one, one by one.
+_TABLE_UP_TO = 4_096
 
 
 def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference ranker's
@@ -48,8 +53,12 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
     """
     if limit == 0:
         return []
-    candidates, scores = positive_scores(state, reader, tokens, scope, parameters, allowed)
-    return [(int(candidates[n]), score) for n, score in best(scores, limit)]
+    words, parts, size = _term_scores(state, reader, tokens, scope, parameters, allowed)
+    if _few(parts, size):
+        candidates, scores = _summed_apart(parts, size)
+        return [(int(candidates[n]), score) for n, score in best(scores, limit)]
+    with _summed_densely(words, parts, size) as sums:
+        return [(seq, score) for seq, score in best(sums, limit) if score > 0]
 
 
 def positive_scores(  # noqa: PLR0917 - as top_scored
@@ -64,21 +73,41 @@ def positive_scores(  # noqa: PLR0917 - as top_scored
 
     Only those ``allowed`` holds, when given; the statistics are the scope's whatever it holds.
     """
+    words, parts, size = _term_scores(state, reader, tokens, scope, parameters, allowed)
+    if _few(parts, size):
+        return _summed_apart(parts, size)
+    with _summed_densely(words, parts, size) as sums:
+        candidates = np.flatnonzero(sums > 0)
+        return candidates.astype(np.int64), sums[candidates]
+
+
+_Parts = list[tuple[Ints, Floats]]
+"""Each query term's competing entries (ascending seqs) and its score in each, in query order."""
+
+
+def _term_scores(  # noqa: PLR0917 - as positive_scores
+    state: RankingState,
+    reader: Reader,
+    tokens: list[str],
+    scope: Scope,
+    parameters: Bm25Parameters,
+    allowed: Mask | None,
+) -> tuple[WordIndex | None, _Parts, int]:
+    """The word index, each query term's part of the score, and the size of a seq array."""
     size = state.top + 1
-    nothing = (np.empty(0, np.int64), np.empty(0, np.float64))
     if size <= 1 or not tokens:
-        return nothing
+        return None, [], size
     words = state.words(reader)
     members = state.members(scope, size)
     documents, average = _statistics(state, words, scope, members, size)
     if not documents:
-        return nothing
+        return words, [], size
     k1, b = parameters.k1, parameters.b
-    all_seqs: list[Ints] = []
-    all_scores: list[Floats] = []
+    live = state.live(size)
+    parts: _Parts = []
     for token, times in bm25.query_weights(tokens).items():
         seqs, tf = words.postings(token)
-        competing = np.isfinite(state.half[seqs])  # a live entry
+        competing = live[seqs]
         if members is not None:
             competing &= members.mask[seqs]
         holding = int(np.count_nonzero(competing))  # df: a filter never changes it
@@ -88,27 +117,62 @@ def positive_scores(  # noqa: PLR0917 - as top_scored
         if not len(seqs):
             continue
         weight = times * bm25.idf(documents, holding)
-        dl = words.lengths[seqs].astype(np.float64)
-        # The operations of bm25.scores, in its order (no fused multiply-add in numpy).
-        norm = k1 * ((1.0 - b) + (b * dl) / average)
-        all_seqs.append(seqs)
-        all_scores.append(weight * (tf / (tf + norm)))
-    if not all_seqs:
-        return nothing
-    seqs = np.concatenate(all_seqs)
-    parts = np.concatenate(all_scores)
-    scores: Floats
-    if len(seqs) * _SPARSE < size:
-        candidates = distinct(seqs, size)
-        # bincount adds each bin's weights in input order, from 0.0: as bm25.scores does.
-        where = np.searchsorted(candidates, seqs)
-        scores = np.asarray(np.bincount(where, parts, len(candidates)), np.float64)
-    else:
-        dense = np.asarray(np.bincount(seqs, parts, size), np.float64)
-        candidates = np.flatnonzero(dense > 0)
-        scores = dense[candidates]
+        parts.append((seqs, weight * (tf / (tf + _norms(words.lengths[seqs], k1, b, average)))))
+    return words, parts, size
+
+
+def _norms(lengths: Lengths, k1: float, b: float, average: float) -> Floats:
+    """``k1 * ((1 - b) + b * dl / average)`` of each length, the operations of bm25.scores.
+
+    Lengths take few values: each distinct one is computed once, in a table,
+    with the same binary64 operations in the same order (no fused multiply-add
+    in numpy), so every value is the one computed entry by entry.
+    """
+    longest = int(lengths.max())
+    if longest > _TABLE_UP_TO:
+        return np.asarray(k1 * ((1.0 - b) + (b * lengths.astype(np.float64)) / average))
+    table = k1 * ((1.0 - b) + (b * np.arange(longest + 1, dtype=np.float64)) / average)
+    return np.asarray(table[lengths])
+
+
+def _few(parts: _Parts, size: int) -> bool:
+    """Whether the postings are few enough beside the seqs to sum apart from a dense array."""
+    return sum(len(seqs) for seqs, _ in parts) * _SPARSE < size
+
+
+def _summed_apart(parts: _Parts, size: int) -> tuple[Ints, Floats]:
+    """The entries the parts name (ascending) and their positive sums, from sorted candidates."""
+    if not parts:
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    seqs = np.concatenate([part_seqs for part_seqs, _ in parts])
+    candidates = distinct(seqs, size)
+    # bincount adds each bin's weights in input order, from 0.0: as bm25.scores does.
+    where = np.searchsorted(candidates, seqs)
+    scores = np.bincount(where, np.concatenate([scored for _, scored in parts]), len(candidates))
     positive = scores > 0
-    return candidates[positive].astype(np.int64), scores[positive]
+    return candidates[positive].astype(np.int64), np.asarray(scores[positive], np.float64)
+
+
+@contextlib.contextmanager
+def _summed_densely(words: WordIndex | None, parts: _Parts, size: int) -> Iterator[Floats]:
+    """The parts summed by seq into the word index's dense sums (zero where none), for a while.
+
+    Each seq's terms are added in query order, from 0.0, as bm25.scores adds
+    them. The array is kept between queries (no 8 bytes an entry to allocate and
+    fault in each time) and left all zero again: only the seqs the parts name
+    are reset.
+    """
+    assert words is not None  # noqa: S101 - parts come from a word index
+    sums = words.sums(size)
+    try:
+        first, *others = parts
+        sums[first[0]] = first[1]  # 0.0 + x is x: the first term is written, not added
+        for seqs, scored in others:
+            sums[seqs] += scored  # each term names a seq once
+        yield sums
+    finally:
+        for seqs, _ in parts:
+            sums[seqs] = 0.0
 
 
 def _statistics(
@@ -124,7 +188,7 @@ def _statistics(
     if known is None:
         universe = state.live(size)
         if members is not None:
-            universe &= members.mask
+            universe = universe & members.mask
         documents = int(np.count_nonzero(universe))
         total = int(words.lengths[:size][universe].sum())
         known = (documents, total / documents if documents else 0.0)

@@ -39,13 +39,13 @@ class Coherence:
     def weight(  # noqa: PLR0917 - a retrieval's parts
         self,
         scope: int,
-        newest: Ints,
+        newest: Callable[[], Ints],
         stand: Stand,
         reader: Reader,
         texts: Texts,
         vectors: VectorIndex | None,
     ) -> float:
-        """The weight of ``scope``, whose newest entries (ascending) are ``newest``.
+        """The weight of ``scope``, whose newest entries (ascending) ``newest`` gives.
 
         ``stand``: what its stream is as of (its weight is kept while it is the
         same); ``vectors``: the store's vectors when it ranks with an embedder (then
@@ -55,9 +55,9 @@ class Coherence:
         if known is not None and known[0] == stand:
             return known[1]
         rows = (
-            self._vector_rows(reader, vectors, newest)
+            self._vector_rows(reader, vectors, newest())
             if vectors is not None
-            else self._word_rows(reader, texts, newest, stand)
+            else self._word_rows(reader, texts, newest(), stand)
         )
         weight = context.auto_weight(context.coherence(rows))
         self._weights[scope] = (stand, weight)

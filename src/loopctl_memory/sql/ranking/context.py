@@ -13,6 +13,7 @@ scores at most ``max(a, 0) + 3 λ max(b, 0)``; while the answer's last score doe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -110,7 +111,7 @@ def weights(
     def weight_of_scope(number: int) -> float:
         found = known.get(number)
         if found is None:
-            newest = streams.newest(number, live, context.RECENT, keep)
+            newest = functools.partial(streams.newest, number, live, context.RECENT, keep)
             stand = (streams.last(number), state.change, embedder_id)
             found = streams.coherence.weight(number, newest, stand, reader, state.texts, vectors)
             known[number] = found

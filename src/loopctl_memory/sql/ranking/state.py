@@ -105,6 +105,7 @@ class RankingState:
         self.generation = 0
         self.embedder_id = 0  # the store's embedder, whose vectors rank (0: none)
         self.half: Halves = np.full(1, -np.inf, np.float32)
+        self._live: tuple[object, Mask] = ((), np.zeros(0, np.bool_))
         self.scope_of: npt.NDArray[np.int64] = np.full(1, -1, np.int64)
         self._scope_names: dict[int, str] = {}
         self._scopes_read = -1
@@ -483,8 +484,13 @@ class RankingState:
         return mask
 
     def live(self, size: int) -> Mask:
-        """Whether an entry lives at each seq below ``size``."""
-        return np.isfinite(self.half[:size])
+        """Whether an entry lives at each seq below ``size`` (read-only; kept while unmoved)."""
+        key = (size, self.top, self.change, self.generation, id(self.half))
+        if self._live[0] != key:
+            mask = np.isfinite(self.half[:size])
+            mask.flags.writeable = False
+            self._live = (key, mask)
+        return self._live[1]
 
     def word_entries(self, word: str) -> tuple[Seqs | Mask, bool]:
         """The indexed entries whose memory contains ``word``, and whether they are distinct.

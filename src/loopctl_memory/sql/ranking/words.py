@@ -22,10 +22,12 @@ import numpy.typing as npt
 
 from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.segments import Ints, Segment, Seqs, load_segment
+from loopctl_memory.sql.segments import Segment, Seqs, load_segment
 
 Tallies = npt.NDArray[np.integer[Any]]
 """How many times each entry holds a word (bytes while every count fits)."""
+Lengths = npt.NDArray[np.int32]
+"""Document lengths by seq (four bytes each: half the memory a gather reads of eight)."""
 Document = tuple[int, str, list[str]]
 """(seq, lowercase memory, lowercase tags in order)."""
 
@@ -40,7 +42,7 @@ class WordIndex:
         self._ids_read = 0  # the highest word id read
         self.mark = 0
         self._segments: list[Segment] = []
-        self.lengths: Ints = np.zeros(1, np.int64)
+        self.lengths: Lengths = np.zeros(1, np.int32)
         """Each entry's document length, by seq (0 where none lives)."""
         self._tail_through = 0
         self._tail: dict[str, tuple[list[int], list[int]]] = {}
@@ -50,6 +52,13 @@ class WordIndex:
         self._stale: npt.NDArray[np.bool_] = np.zeros(1, np.bool_)
         self.statistics: dict[object, tuple[int, float]] = {}
         """BM25's N and average length by (state position, scope), for the ranker to keep."""
+        self._sums: npt.NDArray[np.float64] = np.zeros(0, np.float64)
+
+    def sums(self, size: int) -> npt.NDArray[np.float64]:
+        """BM25's dense scores by seq for ``size`` seqs: all zero, and to be left all zero."""
+        if len(self._sums) < size:
+            self._sums = np.zeros(max(size, 2 * len(self._sums)), np.float64)
+        return self._sums[:size]
 
     # --- keeping current (called by the ranking state) ---
 
@@ -134,7 +143,7 @@ class WordIndex:
     def _grow(self, through: int) -> None:
         if len(self.lengths) <= through:
             size = max(through + 1, 2 * len(self.lengths))
-            lengths = np.zeros(size, np.int64)
+            lengths = np.zeros(size, np.int32)
             lengths[: len(self.lengths)] = self.lengths
             stale = np.zeros(size, np.bool_)
             stale[: len(self._stale)] = self._stale
