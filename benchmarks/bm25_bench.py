@@ -11,16 +11,18 @@ keeps another 1%). Then:
    queries, then ``--queries`` natural queries timed (limit 5; at most
    ``--budget`` s): p50/p95/p99/max ms, peak RSS. A round runs ``reference``,
    ``bm25``, ``bm25`` with the 1% tag filter, then with the 1% metadata
-   filter; each figure is the median over ``--rounds`` rounds (RSS: the
-   largest), so every ratio is from one run.
+   filter, then ``reference`` and ``bm25`` on ``workloads.skewed_queries``
+   (the most common content words: every posting list long); each figure is
+   the median over ``--rounds`` rounds (RSS: the largest), so every ratio is
+   from one run.
 2. ``bm25s`` itself (Lucene, k1 0.9, b 0.4, its English stopwords and PyStemmer
    stems) on the same documents (memory, then tags), built in a child (build s),
-   then the same queries (the query's tokens, its scores, the best 5): the static
-   baseline at its fastest.
+   then the same queries, natural and skewed (the query's tokens, its scores,
+   the best 5): the static baseline at its fastest.
    ``--no-bm25s`` skips it (its 1M build takes most of a minute).
 3. At sizes <= 100k, the first 20 timed queries' ids of every bm25 child
-   (unfiltered and filtered) must be ``InMemoryStore(ranking="bm25")``'s, in order.
-4. Issues 28's and 45's targets, printed as holds / MISSED with their figures, in the
+   (unfiltered, filtered, skewed) must be ``InMemoryStore(ranking="bm25")``'s, in order.
+4. Issues 28's, 45's and 47's targets, printed as holds / MISSED with their figures, in the
    section ``<!-- bm25: begin -->`` ... ``<!-- bm25: end -->`` of ``--out``.
 
     .venv/bin/python -m benchmarks.bm25_bench [--sizes 100k,1m] [--queries 300] [--warmup 5]
@@ -69,7 +71,10 @@ KINDS = {  # the serving children of a round, in order, and their rows' names
     "bm25": "store, `bm25`",
     "filtered": f'store, `bm25`, 1% filter `tags_any=["{FILTER_TAG}"]`',
     "metadata": 'store, `bm25`, 1% filter `metadata={"shard": "s7"}`',
+    "skewed-reference": "store, `reference`, skewed queries",
+    "skewed": "store, `bm25`, skewed queries",
 }
+SKEWED = ("skewed-reference", "skewed")  # the kinds asking workloads.skewed_queries
 CHECKED = 20  # timed queries whose answers are held to InMemoryStore
 CHECKED_UP_TO = 100_000  # InMemoryStore's plain Python BM25 is too slow beyond
 BM25_K1, BM25_B = 0.9, 0.4
@@ -95,11 +100,19 @@ def labelled_batches(size: int) -> Iterator[list[MemoryEntry]]:
         start += len(batch)
 
 
+def _queries(kind: str, count: int) -> list[str]:
+    """The queries a kind of child asks: natural ones, or the skewed ones."""
+    if kind in SKEWED:
+        return workloads.skewed_queries(count)
+    return workloads.queries("natural", count)
+
+
 async def _serve(db: str, kind: str, count: int, warmup: int, budget: float) -> dict[str, Any]:
-    queries = workloads.queries("natural", warmup + count)
+    queries = _queries(kind, warmup + count)
     chosen = FILTERS.get(kind)
+    ranking = "reference" if kind in {"reference", "skewed-reference"} else "bm25"
     began = time.perf_counter()
-    async with open_store(db, ranking="reference" if kind == "reference" else "bm25") as store:
+    async with open_store(db, ranking=ranking) as store:
         await store.retrieve(queries[0], LIMIT, filter=chosen)
         first_s = time.perf_counter() - began
         for query in queries[1:warmup]:
@@ -143,13 +156,21 @@ def _bm25s(texts_file: str, count: int, warmup: int) -> dict[str, Any]:
             best = np.argpartition(scores, -LIMIT)[-LIMIT:]
             best[np.argsort(-scores[best], kind="stable")]
 
-    timings: list[float] = []  # the first ``warmup`` are the warm-up's
-    for query in workloads.queries("natural", warmup + count):
-        began = time.perf_counter()
-        ask(query)
-        timings.append(time.perf_counter() - began)
-    timings = timings[warmup:]
-    return {"first_s": build_s, "timings": timings, "count": len(texts), "rss_kb": _peak_rss_kb()}
+    def timed(queries: list[str]) -> list[float]:
+        timings: list[float] = []  # the first ``warmup`` are the warm-up's
+        for query in queries:
+            began = time.perf_counter()
+            ask(query)
+            timings.append(time.perf_counter() - began)
+        return timings[warmup:]
+
+    return {
+        "first_s": build_s,
+        "timings": timed(_queries("bm25", warmup + count)),
+        "skewed_timings": timed(_queries("skewed", warmup + count)),
+        "count": len(texts),
+        "rss_kb": _peak_rss_kb(),
+    }
 
 
 def child_main(argv: Sequence[str]) -> None:
@@ -223,6 +244,7 @@ class Result:
     store_many_s: float
     store: dict[str, Figures] = field(default_factory=dict)
     bm25s: Figures | None = None
+    bm25s_skewed: Figures | None = None
     checked: int = 0
 
 
@@ -247,13 +269,14 @@ async def _build(db: Path, texts: Path, size: int) -> float:
     return elapsed
 
 
-async def _expected(size: int, queries: Sequence[str]) -> dict[str, list[list[str]]]:
-    """InMemoryStore(ranking="bm25")'s ids for each query, unfiltered and filtered."""
+async def _expected(size: int, warmup: int) -> dict[str, list[list[str]]]:
+    """InMemoryStore(ranking="bm25")'s ids for each checked query: unfiltered, filtered, skewed."""
     entries = [entry for batch in labelled_batches(size) for entry in batch]
     reference = InMemoryStore(entries, ranking="bm25")
-    answers: dict[str, list[list[str]]] = {"bm25": [], **{kind: [] for kind in FILTERS}}
-    for kind, chosen in (("bm25", None), *FILTERS.items()):
-        for query in queries:
+    answers: dict[str, list[list[str]]] = {}
+    for kind, chosen in (("bm25", None), *FILTERS.items(), ("skewed", None)):
+        answers[kind] = []
+        for query in _queries(kind, warmup + CHECKED)[warmup:]:
             found = await reference.retrieve(query, LIMIT, filter=chosen)
             answers[kind].append([str(entry.id) for entry in found])
     return answers
@@ -284,16 +307,18 @@ def measure(size: int, options: Options, scratch: Path) -> Result:
             reports[kind].append(report)
     result.store = {kind: Figures.of(reports[kind]) for kind in KINDS}
     if size <= CHECKED_UP_TO:
-        checked = workloads.queries("natural", options.warmup + CHECKED)[options.warmup :]
-        _log(f"{label}: InMemoryStore(ranking='bm25') on {len(checked)} queries, twice")
-        expected = asyncio.run(_expected(size, checked))
+        _log(f"{label}: InMemoryStore(ranking='bm25') on {CHECKED} queries of each kind")
+        expected = asyncio.run(_expected(size, options.warmup))
         for kind, answers in expected.items():
+            checked = _queries(kind, options.warmup + CHECKED)[options.warmup :]
             for report in reports[kind]:
                 _check(f"{label} {kind}", checked, answers, report["answers"])
-        result.checked = len(checked)
+        result.checked = CHECKED
     if options.bm25s:
-        _log(f"{label}: bm25s (build, then the same queries)")
-        result.bm25s = Figures.of([_run_child("bm25s", texts, options)])
+        _log(f"{label}: bm25s (build, then the same queries, natural and skewed)")
+        report = _run_child("bm25s", texts, options)
+        result.bm25s = Figures.of([report])
+        result.bm25s_skewed = Figures.of([report | {"timings": report["skewed_timings"]}])
     return result
 
 
@@ -320,6 +345,8 @@ def table(results: Sequence[Result]) -> list[str]:
         if result.bm25s is not None:
             built = f"(build {result.bm25s.first_s:.1f})"
             lines.append(_row(label, "`bm25s`, static index, k=5", result.bm25s, built))
+        if result.bm25s_skewed is not None:
+            lines.append(_row(label, "`bm25s`, skewed queries", result.bm25s_skewed, "(same)"))
     return lines
 
 
@@ -337,7 +364,7 @@ def ratios(results: Sequence[Result]) -> list[str]:
     ]
     for result in results:
         bm25, bm25s = result.store["bm25"], result.bm25s
-        checked = f"{result.checked} x 3 (plain, filtered)" if result.checked else "—"
+        checked = f"{result.checked} x 4 (plain, filtered, skewed)" if result.checked else "—"
         lines.append(
             f"| {size_label(result.size)} | {result.store_many_s:.1f}"
             f" | {_ratio(bm25.p50_ms, result.store['reference'].p50_ms)}"
@@ -363,6 +390,11 @@ def _vs_bm25s(name: str) -> Callable[[Result], tuple[float, float] | None]:
         return None if theirs is None else (getattr(ours, name), getattr(theirs, name))
 
     return figures
+
+
+def _vs_bm25s_skewed(result: Result) -> tuple[float, float] | None:
+    theirs = result.bm25s_skewed
+    return None if theirs is None else (result.store["skewed"].p50_ms, theirs.p50_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +423,17 @@ TARGETS = (
     ),
     Target("peak RSS serving 1M (bm25) <= 400 MB", MILLION, lambda r: (_bm25(r).rss_mb, 400), "MB"),
     Target("bm25 1M open + first query <= 2.5 s", MILLION, lambda r: (_bm25(r).first_s, 2.5), "s"),
+    Target(
+        "bm25 1M skewed p50 <= reference skewed p50",
+        MILLION,
+        lambda r: _p50s(r, "skewed", "skewed-reference"),
+    ),
+    Target("bm25 1M skewed p50 <= bm25s skewed p50", MILLION, _vs_bm25s_skewed),
+    Target(
+        "bm25 1M skewed p95 <= 3 x p50",
+        MILLION,
+        lambda r: (r.store["skewed"].p95_ms, 3 * r.store["skewed"].p50_ms),
+    ),
 )
 
 
@@ -437,8 +480,11 @@ def section(results: Sequence[Result], options: Options, command: str) -> str:
             f" {len(CATEGORIES)} and the tag `t{{i mod {TAG_MODULUS}}}` besides its own. Store"
             f" rows: a fresh child process each, {options.warmup} warm-up queries (the first"
             " timed from `open_store`: `open + first query`), then"
-            f" {options.queries} natural queries (limit {LIMIT}) timed one by one; {options.rounds}"
-            " rounds of reference, bm25, bm25 filtered, each figure the median of the rounds'"
+            f" {options.queries} queries (limit {LIMIT}) timed one by one; {options.rounds}"
+            " rounds of reference, bm25, bm25 filtered twice (natural queries), then reference"
+            f" and bm25 on skewed queries ({workloads.SKEWED_TOP}"
+            " most common content words, 2-5 a query, then one natural word), each figure the"
+            " median of the rounds'"
             f" (peak RSS, VmHWM: the largest). A child stops timing after {options.budget:g} s"
             f" (once {CHECKED} were timed): `(n queries)` is how many were.",
             f"- `bm25s`: bm25s itself (Lucene, k1 {BM25_K1}, b {BM25_B}, `bm25s.tokenize` with its"
@@ -447,14 +493,14 @@ def section(results: Sequence[Result], options: Options, command: str) -> str:
             " `bm25s.tokenize`'s, without its per-call vocabulary), `get_scores`, the best 5 by"
             " a partition: bm25s at its fastest.",
             f"- Answers: the first {CHECKED} timed queries' ids of every bm25 child (unfiltered,"
-            " filtered) equal `InMemoryStore(ranking='bm25')`'s, in order (sizes <= 100k).",
+            " filtered, skewed) equal `InMemoryStore(ranking='bm25')`'s, in order (sizes <= 100k).",
             "- What bounds `open + first query`: a process that ranks by BM25 first learns which"
             " entries live from one count (rows only where seqs are missing, or for their scopes"
             " where there are scopes) and reads BM25's word postings, most of the time; the"
             " reference reads every entry's relevance row by row and its token postings. The"
             " file's pages are not always in the OS cache here.",
             "",
-            "### Targets (issues 28, 45)",
+            "### Targets (issues 28, 45, 47)",
             "",
             "| target | measured | verdict |",
             "| --- | --- | --- |",
