@@ -12,7 +12,8 @@ change, one pass over the entries' lengths.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -22,9 +23,10 @@ from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql.arrays import distinct
 from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.ranking import maxscore
 from loopctl_memory.sql.ranking.state import Mask, Members, RankingState
 from loopctl_memory.sql.ranking.topk import best
-from loopctl_memory.sql.ranking.words import Lengths, WordIndex
+from loopctl_memory.sql.ranking.words import Lengths, Tallies, WordIndex
 from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
@@ -33,6 +35,8 @@ Floats = npt.NDArray[np.float64]
 _STATISTICS_KEPT = 64
 # Below this share of the entries, a query's candidates are summed apart; above, densely.
 _SPARSE = 64
+# Survivors fewer than 1/16 of a term's postings are looked up in them; more, picked out.
+_LOOKED_UP = 16
 # Document lengths up to this take their norms from a table; a longer one, one by one.
 _TABLE_UP_TO = 4_096
 
@@ -49,11 +53,17 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
     """The seqs and BM25 scores of the best ``limit`` entries of ``scope``, best first.
 
     Only entries with a positive score compete, and (when given) only those
-    ``allowed`` holds (a mask by seq); ties keep insertion order.
+    ``allowed`` holds (a mask by seq); ties keep insertion order. Terms that
+    cannot change the answer are not scored throughout (:mod:`.maxscore`).
     """
     if limit == 0:
         return []
-    words, parts, size = _term_scores(state, reader, tokens, scope, parameters, allowed)
+    words, terms, size = _terms(state, reader, tokens, scope, parameters, allowed)
+    if words is not None and len(terms) > 1:
+        found = maxscore.pruned_best(terms, limit, words.sums(size), words.chosen(size))
+        if found is not None:
+            return found
+    parts = [term.part() for term in terms]
     if _few(parts, size):
         candidates, scores = _summed_apart(parts, size)
         return [(int(candidates[n]), score) for n, score in best(scores, limit)]
@@ -73,7 +83,8 @@ def positive_scores(  # noqa: PLR0917 - as top_scored
 
     Only those ``allowed`` holds, when given; the statistics are the scope's whatever it holds.
     """
-    words, parts, size = _term_scores(state, reader, tokens, scope, parameters, allowed)
+    words, terms, size = _terms(state, reader, tokens, scope, parameters, allowed)
+    parts = [term.part() for term in terms]
     if _few(parts, size):
         return _summed_apart(parts, size)
     with _summed_densely(words, parts, size) as sums:
@@ -85,15 +96,84 @@ _Parts = list[tuple[Ints, Floats]]
 """Each query term's competing entries (ascending seqs) and its score in each, in query order."""
 
 
-def _term_scores(  # noqa: PLR0917 - as positive_scores
+class _Term:
+    """A query term: its weight, its postings, and its part of the score once asked for."""
+
+    __slots__ = (
+        "_competing",
+        "_least_norm",
+        "_lengths",
+        "_norms",
+        "_part",
+        "_seqs",
+        "_tf",
+        "weight",
+    )
+
+    def __init__(  # noqa: PLR0917 - a term's facts
+        self,
+        weight: float,
+        seqs: Ints,
+        tf: Tallies,
+        competing: Mask,
+        lengths: Lengths,
+        norms: Callable[[Lengths], Floats],
+        least_norm: float,
+    ) -> None:
+        self.weight = weight
+        """Its idf times its count in the query."""
+        self._seqs, self._tf, self._competing = seqs, tf, competing
+        self._lengths, self._norms, self._least_norm = lengths, norms, least_norm
+        self._part: tuple[Ints, Floats] | None = None
+
+    @property
+    def bound(self) -> float:
+        """Above its score in any entry: ``tf / (tf + norm)`` grows with tf, and norm >= k1 (1 - b).
+
+        Made from the largest count of any posting (one pass over the counts,
+        not over the entries' lengths).
+        """
+        most = float(self._tf.max())
+        return self.weight * (most / (most + self._least_norm))
+
+    def part(self) -> tuple[Ints, Floats]:
+        """Its competing entries (ascending seqs) and its score in each (made once)."""
+        if self._part is None:
+            seqs, tf = self._seqs[self._competing], self._tf[self._competing]
+            self._part = (seqs, self._scores(seqs, tf))
+        return self._part
+
+    def among(self, survivors: Ints, chosen: Mask) -> tuple[Ints, Floats]:
+        """Which of ``survivors`` (competing entries; ``chosen`` by seq) it holds, and its scores.
+
+        Few survivors are looked up in its postings; many are picked out by a
+        pass over its postings through ``chosen`` (still no length or score
+        made but theirs).
+        """
+        if len(survivors) * _LOOKED_UP < len(self._seqs):
+            at = np.searchsorted(self._seqs, survivors)
+            hit = at < len(self._seqs)
+            hit[hit] = self._seqs[at[hit]] == survivors[hit]
+            seqs, tf = survivors[hit], self._tf[at[hit]]
+        else:
+            hit = chosen[self._seqs]
+            seqs, tf = self._seqs[hit], self._tf[hit]
+        return seqs, self._scores(seqs, tf)
+
+    def _scores(self, seqs: Ints, tf: Tallies) -> Floats:
+        # The operations of bm25.scores, in its order (no fused multiply-add in numpy).
+        return np.asarray(self.weight * (tf / (tf + self._norms(self._lengths[seqs]))))
+
+
+def _terms(  # noqa: PLR0917 - as positive_scores
     state: RankingState,
     reader: Reader,
     tokens: list[str],
     scope: Scope,
     parameters: Bm25Parameters,
     allowed: Mask | None,
-) -> tuple[WordIndex | None, _Parts, int]:
-    """The word index, each query term's part of the score, and the size of a seq array."""
+) -> tuple[WordIndex | None, list[_Term], int]:
+    """The word index, the query's terms some competing entry holds, and the size of seq arrays."""
     size = state.top + 1
     if size <= 1 or not tokens:
         return None, [], size
@@ -102,9 +182,10 @@ def _term_scores(  # noqa: PLR0917 - as positive_scores
     documents, average = _statistics(state, words, scope, members, size)
     if not documents:
         return words, [], size
-    k1, b = parameters.k1, parameters.b
+    norms = functools.partial(_norms, k1=parameters.k1, b=parameters.b, average=average)
+    least_norm = parameters.k1 * (1.0 - parameters.b)  # a norm's, whatever the length
     live = state.live(size)
-    parts: _Parts = []
+    terms: list[_Term] = []
     for token, times in bm25.query_weights(tokens).items():
         seqs, tf = words.postings(token)
         competing = live[seqs]
@@ -113,12 +194,13 @@ def _term_scores(  # noqa: PLR0917 - as positive_scores
         holding = int(np.count_nonzero(competing))  # df: a filter never changes it
         if allowed is not None:
             competing &= allowed[seqs]
-        seqs, tf = seqs[competing], tf[competing]
-        if not len(seqs):
+            if not competing.any():
+                continue
+        elif not holding:
             continue
         weight = times * bm25.idf(documents, holding)
-        parts.append((seqs, weight * (tf / (tf + _norms(words.lengths[seqs], k1, b, average)))))
-    return words, parts, size
+        terms.append(_Term(weight, seqs, tf, competing, words.lengths, norms, least_norm))
+    return words, terms, size
 
 
 def _norms(lengths: Lengths, k1: float, b: float, average: float) -> Floats:
@@ -128,6 +210,8 @@ def _norms(lengths: Lengths, k1: float, b: float, average: float) -> Floats:
     with the same binary64 operations in the same order (no fused multiply-add
     in numpy), so every value is the one computed entry by entry.
     """
+    if not len(lengths):
+        return np.empty(0, np.float64)
     longest = int(lengths.max())
     if longest > _TABLE_UP_TO:
         return np.asarray(k1 * ((1.0 - b) + (b * lengths.astype(np.float64)) / average))

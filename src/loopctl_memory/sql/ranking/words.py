@@ -53,12 +53,19 @@ class WordIndex:
         self.statistics: dict[object, tuple[int, float]] = {}
         """BM25's N and average length by (state position, scope), for the ranker to keep."""
         self._sums: npt.NDArray[np.float64] = np.zeros(0, np.float64)
+        self._chosen: npt.NDArray[np.bool_] = np.zeros(0, np.bool_)
 
     def sums(self, size: int) -> npt.NDArray[np.float64]:
         """BM25's dense scores by seq for ``size`` seqs: all zero, and to be left all zero."""
         if len(self._sums) < size:
             self._sums = np.zeros(max(size, 2 * len(self._sums)), np.float64)
         return self._sums[:size]
+
+    def chosen(self, size: int) -> npt.NDArray[np.bool_]:
+        """BM25's dense marks by seq for ``size`` seqs: all false, and to be left all false."""
+        if len(self._chosen) < size:
+            self._chosen = np.zeros(max(size, 2 * len(self._chosen)), np.bool_)
+        return self._chosen[:size]
 
     # --- keeping current (called by the ranking state) ---
 
@@ -162,7 +169,7 @@ class WordIndex:
     # --- looking up ---
 
     def postings(self, word: str) -> tuple[Seqs, Tallies]:
-        """The seqs of the entries whose document holds ``word`` now, and how many times.
+        """The seqs (ascending) of the entries whose document holds ``word`` now, and how often.
 
         Removed entries may be among them (the caller keeps the live ones); each
         live entry comes once, with its current count.
@@ -189,6 +196,8 @@ class WordIndex:
                 held = [self._rewritten[seq][word] for seq in holders]
                 found = np.concatenate((found, np.array(holders, np.int64)))
                 times = np.concatenate((times, np.array(held, np.int32)))
+                order = np.argsort(found, kind="stable")
+                found, times = found[order], times[order]
         return found, times
 
 
