@@ -21,7 +21,9 @@ from loopctl_memory import (
     MemoryCategory,
     MemoryEntry,
     MemoryFilter,
+    open_store,
 )
+from tests.conftest import SHARED_BACKENDS, shared_target
 from tests.embedders import WordsEmbedder
 
 LONG = "long " + "x" * 120  # longer than the indexed part of a str
@@ -227,3 +229,24 @@ async def test_forget_removes_what_the_definition_keeps_and_nothing_else(store):
         item.id async for item in store.iter_entries()
     ]
     assert 0 == await store.count(filter=chosen)
+
+
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
+async def test_a_filter_asked_again_sees_metadata_changed_since_here_or_elsewhere(
+    backend, tmp_path
+):
+    target = await shared_target(backend, tmp_path)
+    first, second = entry(1, {"user": "ann"}), entry(2, {"user": "bo"})
+    ann = MemoryFilter(metadata={"user": "ann"})
+    async with open_store(target) as here, open_store(target) as elsewhere:
+        await here.store_many([first, second])
+        for ranking in ("reference", "bm25"):
+            found = await here.retrieve("note", 5, ranking=ranking, filter=ann)
+            assert [first.id] == [item.id for item in found]
+        await elsewhere.update(first.id, metadata={"user": "cy"})
+        await elsewhere.update(second.id, merge_metadata={"user": "ann"})
+        for ranking in ("reference", "bm25"):
+            found = await here.retrieve("note", 5, ranking=ranking, filter=ann)
+            assert [second.id] == [item.id for item in found]
+        await here.update(second.id, metadata={})
+        assert [] == await here.retrieve("note", 5, ranking="bm25", filter=ann)

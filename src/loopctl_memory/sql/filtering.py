@@ -26,6 +26,8 @@ from loopctl_memory.sql.ranking.state import Mask, RankingState
 from loopctl_memory.sql.scope_rows import now_if_expired
 from loopctl_memory.sql.tables import entries, tags
 
+_FIELD_MASKS_KEPT = 32  # metadata conditions whose masks are kept at once (a bool an entry)
+
 
 def condition(passes: MemoryFilter | None) -> ColumnElement[bool]:
     """The entries ``passes`` passes (every entry for None), as a condition on ``entries``."""
@@ -95,7 +97,7 @@ def passing(state: RankingState, reader: Reader, passes: MemoryFilter, size: int
     if passes.max_relevance is not None:
         mask &= relevance <= passes.max_relevance
     for field in passes.metadata or ():
-        mask &= _fields_pass(reader, field_query(field), size)
+        mask &= _fields_pass(state, reader, field_query(field), size)
     return mask
 
 
@@ -124,9 +126,24 @@ def unexpired(
     return mask
 
 
-def _fields_pass(reader: Reader, query: FieldQuery, size: int) -> Mask:
+def _fields_pass(state: RankingState, reader: Reader, query: FieldQuery, size: int) -> Mask:
+    """The entries below ``size`` a metadata condition passes (read-only).
+
+    Kept while the state does not move: an agent asks again and again within
+    the same scope or project, and reading the rows costs more than ranking.
+    A metadata change is logged, so it moves the state.
+    """
+    key = (query, size, state.top, state.change, state.generation)
+    known = state.field_masks.get(key)
+    if known is not None:
+        return known
     statement, parameters = query.raw(reader.backend.encode, size)
     found = np.zeros(size, np.bool_)
     for rows in reader.chunks(statement, parameters, 65_536):
         found[np.fromiter((seq for (seq,) in rows), np.int64, len(rows))] = True
-    return ~found if query.negate else found
+    passed = ~found if query.negate else found
+    passed.flags.writeable = False
+    if len(state.field_masks) >= _FIELD_MASKS_KEPT:
+        state.field_masks.clear()
+    state.field_masks[key] = passed
+    return passed

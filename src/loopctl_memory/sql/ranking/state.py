@@ -106,6 +106,7 @@ class RankingState:
         self.embedder_id = 0  # the store's embedder, whose vectors rank (0: none)
         self.half: Halves = np.full(1, -np.inf, np.float32)
         self._live: tuple[object, Mask] = ((), np.zeros(0, np.bool_))
+        self.field_masks: dict[object, Mask] = {}  # metadata conditions' masks, by position
         self.scope_of: npt.NDArray[np.int64] = np.full(1, -1, np.int64)
         self._scope_names: dict[int, str] = {}
         self._scopes_read = -1
