@@ -23,7 +23,7 @@ import numpy.typing as npt
 from loopctl_memory import context
 from loopctl_memory.context import Context
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql.arrays import values_at
+from loopctl_memory.sql.arrays import distinct, values_at
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.ranking.streams import Streams
@@ -126,8 +126,8 @@ def weights(
             return None
 
     def weight_of(seqs: Ints) -> Floats:
-        scopes = state.scope_of[seqs]
-        return np.array([weight_of_scope(int(number)) for number in scopes], np.float64)
+        numbers, where = np.unique(state.scope_of[seqs], return_inverse=True)
+        return np.array([weight_of_scope(int(number)) for number in numbers], np.float64)[where]
 
     return weight_of, heaviest
 
@@ -145,18 +145,18 @@ def top_scored(
     """
     if limit == 0:
         return []
-    streams, live = state.streams, state.live(state.top + 1)
+    size = state.top + 1
+    streams, live = state.streams, state.live(size)
     weight_of, heaviest = weights
     k = max(4 * limit, _FIRST)
     while True:
         everyone = scorer.best(k, None)
         chosen = everyone if allowed is None else scorer.best(k, allowed)
-        seeds = np.union1d(
-            np.array([seq for seq, _ in everyone], np.int64),
-            np.array([seq for seq, _ in chosen], np.int64),
+        seeds = distinct(
+            np.array([seq for seq, _ in everyone] + [seq for seq, _ in chosen], np.int64), size
         )
         around = streams.neighbours(seeds, live)
-        candidates = np.union1d(seeds, np.concatenate([seqs[seqs >= 0] for seqs in around]))
+        candidates = distinct(np.concatenate([seeds, *(seqs[seqs >= 0] for seqs in around)]), size)
         if allowed is not None:
             candidates = candidates[allowed[candidates]]
         found = _scored(streams, live, scorer, weight_of, candidates, limit)
@@ -184,7 +184,9 @@ def _scored(  # noqa: PLR0917 - as top_scored
     if not len(candidates):
         return []
     around = streams.neighbours(candidates, live)
-    needed = np.union1d(candidates, np.concatenate([seqs[seqs >= 0] for seqs in around]))
+    needed = distinct(
+        np.concatenate([candidates, *(seqs[seqs >= 0] for seqs in around)]), len(live)
+    )
     own_needed = scorer.own(needed)
 
     def own(seqs: Ints) -> Floats:
