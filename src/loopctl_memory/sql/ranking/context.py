@@ -46,6 +46,8 @@ class Scorer:
     """The exact own score of each of some ascending seqs of the view (0.0: none)."""
     alone: Callable[[Ints], Mask]
     """Whether each of some ascending seqs competes without context."""
+    reaching: Callable[[float], int] | None = None
+    """How many of the view's entries score at least a floor on their own (None: unknown)."""
 
     @classmethod
     def over(cls, seqs: Ints, scores: Floats) -> Scorer:
@@ -61,7 +63,10 @@ class Scorer:
         def own(wanted: Ints) -> Floats:
             return values_at(seqs, scores, wanted)
 
-        return cls(plain_best, own, lambda wanted: own(wanted) > 0)
+        def reaching(floor: float) -> int:
+            return int(np.count_nonzero(scores >= floor))
+
+        return cls(plain_best, own, lambda wanted: own(wanted) > 0, reaching)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +174,20 @@ def top_scored(
         bound = max(a, 0.0) + 3.0 * heaviest * max(b, 0.0)
         if len(found) == limit and found[-1].score > bound:
             return found
-        k *= 4
+        k = _next_k(scorer, k, found[-1].score if len(found) == limit else None, heaviest)
+
+
+def _next_k(scorer: Scorer, k: int, kth: float | None, heaviest: float) -> int:
+    """How many plain answers to seed from next: four times more, or as many as it takes.
+
+    With ``kth`` (the ``limit``-th score with context so far), an entry beyond
+    the plain answers cannot beat it once their last own score ``b`` is below
+    ``kth / (1 + 3 heaviest)`` (the bound is at most ``b + 3 heaviest b``): where
+    the scorer can count the entries at or above that floor, go straight there.
+    """
+    if kth is None or scorer.reaching is None or kth <= 0:
+        return 4 * k
+    return max(4 * k, scorer.reaching(kth / (1.0 + 3.0 * heaviest)) + 1)
 
 
 def _scored(  # noqa: PLR0917 - as top_scored
