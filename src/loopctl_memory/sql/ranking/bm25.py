@@ -264,19 +264,21 @@ def _statistics(
 ) -> tuple[int, float]:
     """N and the average document length over the live entries of ``scope``.
 
-    Kept until the state moves (a new entry, change, block or generation): a
-    pass over every entry's length, not worth making at every query.
+    Kept while nothing but new entries moves the state (no change, block or
+    generation): then only the entries stored since are added, not a pass over
+    every entry's length at each query after a write.
     """
-    key = (state.top, state.change, state.mark, state.generation, scope)
-    known = words.statistics.get(key)
-    if known is None:
-        universe = state.live(size)
+    key = (state.change, state.mark, state.generation, scope)
+    through, documents, total = words.statistics.get(key, (0, 0, 0))
+    if through > size:  # pragma: no cover - seqs only grow while the key holds
+        through, documents, total = 0, 0, 0
+    if through < size:
+        universe = state.live(size)[through:]
         if members is not None:
-            universe = universe & members.mask
-        documents = int(np.count_nonzero(universe))
-        total = int(words.lengths[:size][universe].sum())
-        known = (documents, total / documents if documents else 0.0)
+            universe = universe & members.mask[through:size]
+        documents += int(np.count_nonzero(universe))
+        total += int(words.lengths[through:size][universe].sum())
         if len(words.statistics) >= _STATISTICS_KEPT:
             words.statistics.clear()
-        words.statistics[key] = known
-    return known
+        words.statistics[key] = (size, documents, total)
+    return documents, total / documents if documents else 0.0

@@ -105,7 +105,7 @@ class RankingState:
         self.generation = 0
         self.embedder_id = 0  # the store's embedder, whose vectors rank (0: none)
         self.half: Halves = np.full(1, -np.inf, np.float32)
-        self._live: tuple[object, Mask] = ((), np.zeros(0, np.bool_))
+        self._live: tuple[tuple[object, int], Mask] = (((), -1), np.zeros(0, np.bool_))
         self.field_masks: dict[object, Mask] = {}  # metadata conditions' masks, by position
         self.scope_of: npt.NDArray[np.int64] = np.full(1, -1, np.int64)
         self._scope_names: dict[int, str] = {}
@@ -486,11 +486,15 @@ class RankingState:
 
     def live(self, size: int) -> Mask:
         """Whether an entry lives at each seq below ``size`` (read-only; kept while unmoved)."""
-        key = (size, self.top, self.change, self.generation, id(self.half))
-        if self._live[0] != key:
-            mask = np.isfinite(self.half[:size])
+        key = (self.change, self.generation, id(self.half))
+        (known_key, known_top), known = self._live
+        if known_key != key or known_top != self.top or len(known) != size:
+            old = len(known) if known_key == key and len(known) <= size else 0
+            mask = np.empty(size, np.bool_)  # entries only added since: the rest is known
+            mask[:old] = known[:old]
+            np.isfinite(self.half[old:size], out=mask[old:])
             mask.flags.writeable = False
-            self._live = (key, mask)
+            self._live = ((key, self.top), mask)
         return self._live[1]
 
     def word_entries(self, word: str) -> tuple[Seqs | Mask, bool]:

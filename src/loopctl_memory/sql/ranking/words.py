@@ -50,8 +50,8 @@ class WordIndex:
         self._rewritten: dict[int, dict[str, int]] = {}
         self._rewritten_by_word: dict[str, set[int]] = {}
         self._stale: npt.NDArray[np.bool_] = np.zeros(1, np.bool_)
-        self.statistics: dict[object, tuple[int, float]] = {}
-        """BM25's N and average length by (state position, scope), for the ranker to keep."""
+        self.statistics: dict[object, tuple[int, int, int]] = {}
+        """BM25's (seqs counted, N, total length) by (state position, scope), for the ranker."""
         self._sums: npt.NDArray[np.float64] = np.zeros(0, np.float64)
         self._chosen: npt.NDArray[np.bool_] = np.zeros(0, np.bool_)
 
