@@ -4,7 +4,8 @@
 values of :data:`ENTRY_NAMES`; :func:`entries_by_seq` and :func:`keyed_entry`
 read entries with their tags in one statement through a read transaction's
 :class:`~loopctl_memory.sql.backend.Reader` (the driver's own cursors);
-:func:`scopes_of` says where entries live.
+:func:`scopes_of` says where entries live; :func:`lowercase_tags` reads their
+tags as the rankings compare them.
 """
 
 from __future__ import annotations
@@ -150,6 +151,20 @@ def scopes_of(
                     continue
             found[backend.decode_uuid(stored_id)] = scope_name
     return found
+
+
+def lowercase_tags(reader: Reader, seqs: list[int]) -> dict[int, list[str]]:
+    """The lowercase tags of the entries at ``seqs`` (at most ``IDS_PER_STATEMENT``), in order."""
+    decode = reader.backend.decode
+    tags: dict[int, list[str]] = {}
+    marks = ", ".join("?" * len(seqs))
+    for seq, tag in reader.all(
+        f"SELECT entry_seq, tag_lower FROM tags WHERE entry_seq IN ({marks})"  # noqa: S608
+        " ORDER BY entry_seq, position",
+        seqs,
+    ):
+        tags.setdefault(int(seq), []).append(decode(tag))
+    return tags
 
 
 def chunks(items: Sequence[T], size: int) -> Iterable[Sequence[T]]:

@@ -97,7 +97,7 @@ def passing(state: RankingState, reader: Reader, passes: MemoryFilter, size: int
     if passes.max_relevance is not None:
         mask &= relevance <= passes.max_relevance
     for field in passes.metadata or ():
-        mask &= _fields_pass(state, reader, field_query(field), size)
+        mask &= _fields_pass(state, columns.field_masks, reader, field_query(field), size)
     return mask
 
 
@@ -126,7 +126,9 @@ def unexpired(
     return mask
 
 
-def _fields_pass(state: RankingState, reader: Reader, query: FieldQuery, size: int) -> Mask:
+def _fields_pass(
+    state: RankingState, kept: dict[object, Mask], reader: Reader, query: FieldQuery, size: int
+) -> Mask:
     """The entries below ``size`` a metadata condition passes (read-only).
 
     Kept while the state does not move: an agent asks again and again within
@@ -134,7 +136,7 @@ def _fields_pass(state: RankingState, reader: Reader, query: FieldQuery, size: i
     A metadata change is logged, so it moves the state.
     """
     key = (query, size, state.top, state.change, state.generation)
-    known = state.field_masks.get(key)
+    known = kept.get(key)
     if known is not None:
         return known
     statement, parameters = query.raw(reader.backend.encode, size)
@@ -143,7 +145,7 @@ def _fields_pass(state: RankingState, reader: Reader, query: FieldQuery, size: i
         found[np.fromiter((seq for (seq,) in rows), np.int64, len(rows))] = True
     passed = ~found if query.negate else found
     passed.flags.writeable = False
-    if len(state.field_masks) >= _FIELD_MASKS_KEPT:
-        state.field_masks.clear()
-    state.field_masks[key] = passed
+    if len(kept) >= _FIELD_MASKS_KEPT:
+        kept.clear()
+    kept[key] = passed
     return passed

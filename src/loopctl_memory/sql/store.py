@@ -197,23 +197,6 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         if embedded:
             await self._after_embedded_write(len(batch))
 
-    async def _write(self, batch: FlatBatch) -> None:
-        base, shared = self._scope.name, self._shared
-        tuning = shared.tuning
-        await self._make_room(len(batch))
-        at = shared.folds.inline_at
-        shared.watermark_seen, last, ids = await self._beside_child(
-            lambda: self._unit.run_keyed_write(
-                "store",
-                lambda c: repository.insert_entries(
-                    c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids, fold_at=at
-                ),
-            )
-        )
-        shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
-        shared.tail_seen = last - shared.watermark_seen
-        shared.folds.after_batch(len(batch), shared.tail_seen)
-
     async def retrieve(
         self,
         query: str,

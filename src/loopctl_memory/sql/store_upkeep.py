@@ -1,4 +1,4 @@
-"""The store's part that keeps the tail short: indexing it here, or asking a child to.
+"""The store's part that writes batches into the tail and keeps the tail short.
 
 Every write leaves its entries above the watermark, in the *tail* that each
 retrieval reads directly (:mod:`loopctl_memory.sql.index`). Past
@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from loopctl_memory.errors import DatabaseBusyError, LoopMemoryError
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.sql import index
+from loopctl_memory.sql import index, repository
 from loopctl_memory.sql.folds import fold_due
 from loopctl_memory.sql.store_part import StorePart
 
@@ -27,7 +27,7 @@ _BUSY_BESIDE_CHILD = 3  # more busy timeouts a write waits while the store's own
 
 
 class TailUpkeep(StorePart):
-    """Indexing the tail: after a single store, on demand, and when the store closes."""
+    """Writing into the tail, and indexing it: after a write, on demand, and at close."""
 
     async def _fold_tail(self, stop: asyncio.Event | None = None, linger: float = 0.0) -> int:
         """Index the entries above the watermark while they number ``tail_limit`` or more.
@@ -48,6 +48,24 @@ class TailUpkeep(StorePart):
             return 0
         limit, known = shared.tuning.tail_limit, shared.term_ids
         return await fold_due(self._unit, limit, known, stop, linger)
+
+    async def _write(self, batch: FlatBatch) -> None:
+        """Insert ``batch`` in one transaction, leaving its entries in the tail for upkeep."""
+        base, shared = self._scope.name, self._shared
+        tuning = shared.tuning
+        await self._make_room(len(batch))
+        at = shared.folds.inline_at
+        shared.watermark_seen, last, ids = await self._beside_child(
+            lambda: self._unit.run_keyed_write(
+                "store",
+                lambda c: repository.insert_entries(
+                    c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids, fold_at=at
+                ),
+            )
+        )
+        shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
+        shared.tail_seen = last - shared.watermark_seen
+        shared.folds.after_batch(len(batch), shared.tail_seen)
 
     async def _beside_child(self, write: Callable[[], Awaitable[T]]) -> T:
         """Run ``write`` (one transaction), waiting longer while this store's own child indexes.

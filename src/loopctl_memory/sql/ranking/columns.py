@@ -30,6 +30,8 @@ class FilterColumns:
         self.validated: npt.NDArray[np.bool_] = np.zeros(1, np.bool_)
         self.created_us: npt.NDArray[np.int64] = np.zeros(1, np.int64)
         self.relevance: npt.NDArray[np.float64] = np.zeros(1, np.float64)
+        self.field_masks: dict[object, npt.NDArray[np.bool_]] = {}
+        """Metadata conditions' masks, by condition and state position (filtering keeps them)."""
 
     def read(self, connection: Reader, after: int, through: int) -> None:
         """Read the entries with ``after < seq <= through``."""

@@ -44,6 +44,7 @@ from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import index
 from loopctl_memory.sql.arrays import distinct, seq_type
 from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.entry_rows import IDS_PER_STATEMENT, lowercase_tags
 from loopctl_memory.sql.grams import TokenFinder
 from loopctl_memory.sql.ranking.columns import FilterColumns
 from loopctl_memory.sql.ranking.graph_home import GraphHome
@@ -74,7 +75,6 @@ _WHERE_THINGS_STAND = (
 )
 # The entries still present that the change log names: rewritten after being written.
 _REWRITTEN = "SELECT DISTINCT c.seq FROM changes c JOIN entries e ON e.seq = c.seq"
-_ROWS_PER_LOOKUP = 10_000  # seqs in one IN list, under SQLite's limit on bound parameters
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,6 @@ class RankingState:
         self.embedder_id = 0  # the store's embedder, whose vectors rank (0: none)
         self.half: Halves = np.full(1, -np.inf, np.float32)
         self._live: tuple[tuple[object, int], Mask] = (((), -1), np.zeros(0, np.bool_))
-        self.field_masks: dict[object, Mask] = {}  # metadata conditions' masks, by position
         self.scope_of: npt.NDArray[np.int64] = np.full(1, -1, np.int64)
         self._scope_names: dict[int, str] = {}
         self._scopes_read = -1
@@ -318,8 +317,8 @@ class RankingState:
         """Read the entries ``changed`` (a query of seqs) names: gone, or rewritten."""
         seqs = sorted(int(row[0]) for row in connection.all(changed, arguments))
         decode = connection.backend.decode
-        for start in range(0, len(seqs), _ROWS_PER_LOOKUP):
-            chunk = [seq for seq in seqs[start : start + _ROWS_PER_LOOKUP] if seq <= self.top]
+        for start in range(0, len(seqs), IDS_PER_STATEMENT):
+            chunk = [seq for seq in seqs[start : start + IDS_PER_STATEMENT] if seq <= self.top]
             if not chunk:
                 continue
             marks = ", ".join("?" * len(chunk))
@@ -328,7 +327,7 @@ class RankingState:
                 f"SELECT {columns} FROM entries WHERE seq IN ({marks})",  # noqa: S608
                 chunk,
             )
-            tags = _lowercase_tags(connection, chunk)
+            tags = lowercase_tags(connection, chunk)
             present = set()
             for seq, relevance, scope_id, memory_lower, category, validated in rows:
                 present.add(seq)
@@ -368,10 +367,10 @@ class RankingState:
             known.clear()  # entries of scopes no longer asked about: keep memory bounded
             missing = [int(seq) for seq in seqs]
         decode = connection.backend.decode
-        for start in range(0, len(missing), _ROWS_PER_LOOKUP):
-            chunk = missing[start : start + _ROWS_PER_LOOKUP]
+        for start in range(0, len(missing), IDS_PER_STATEMENT):
+            chunk = missing[start : start + IDS_PER_STATEMENT]
             marks = ", ".join("?" * len(chunk))
-            tags = _lowercase_tags(connection, chunk)
+            tags = lowercase_tags(connection, chunk)
             for seq, memory_lower in connection.all(
                 f"SELECT seq, memory_lower FROM entries WHERE seq IN ({marks})",  # noqa: S608
                 chunk,
@@ -584,20 +583,6 @@ class RankingState:
         while self._kept_bytes > self.tuning.word_cache_bytes and self._kept:
             _, dropped = self._kept.popitem(last=False)
             self._kept_bytes -= dropped.nbytes
-
-
-def _lowercase_tags(connection: Reader, seqs: list[int]) -> dict[int, list[str]]:
-    """The lowercase tags of the entries at ``seqs`` (at most ``_ROWS_PER_LOOKUP``), in order."""
-    decode = connection.backend.decode
-    tags: dict[int, list[str]] = {}
-    marks = ", ".join("?" * len(seqs))
-    for seq, tag in connection.all(
-        f"SELECT entry_seq, tag_lower FROM tags WHERE entry_seq IN ({marks})"  # noqa: S608
-        " ORDER BY entry_seq, position",
-        seqs,
-    ):
-        tags.setdefault(int(seq), []).append(decode(tag))
-    return tags
 
 
 def _read_terms(connection: Reader, terms: Terms, tables: index.TermTables, after: int) -> int:
