@@ -38,12 +38,18 @@ def distinct(seqs: Seqs, size: int) -> Seqs:
     return np.flatnonzero(mask).astype(seqs.dtype)
 
 
-def values_at(seqs: Ints, values: npt.NDArray[np.float64], wanted: Ints) -> npt.NDArray[np.float64]:
-    """The value of each of ``wanted`` where ``seqs`` (ascending) holds it, else 0.0."""
-    found = np.zeros(len(wanted), np.float64)
+def found_at(seqs: Ints, wanted: Ints) -> tuple[Ints, npt.NDArray[np.bool_]]:
+    """Where each of ``wanted`` is in ``seqs`` (ascending), and whether it is there at all."""
     at = np.searchsorted(seqs, wanted)
     hit = at < len(seqs)
     hit[hit] = seqs[at[hit]] == wanted[hit]
+    return at, hit
+
+
+def values_at(seqs: Ints, values: npt.NDArray[np.float64], wanted: Ints) -> npt.NDArray[np.float64]:
+    """The value of each of ``wanted`` where ``seqs`` (ascending) holds it, else 0.0."""
+    found = np.zeros(len(wanted), np.float64)
+    at, hit = found_at(seqs, wanted)
     found[hit] = values[at[hit]]
     return found
 

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from loopctl_memory import bm25
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql.arrays import distinct
+from loopctl_memory.sql.arrays import distinct, found_at
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking import maxscore
 from loopctl_memory.sql.ranking.state import Mask, Members, RankingState
@@ -151,9 +151,7 @@ class _Term:
         made but theirs).
         """
         if len(survivors) * _LOOKED_UP < len(self._seqs):
-            at = np.searchsorted(self._seqs, survivors)
-            hit = at < len(self._seqs)
-            hit[hit] = self._seqs[at[hit]] == survivors[hit]
+            at, hit = found_at(self._seqs, survivors)
             seqs, tf = survivors[hit], self._tf[at[hit]]
         else:
             hit = chosen[self._seqs]
