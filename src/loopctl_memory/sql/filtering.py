@@ -22,6 +22,7 @@ from loopctl_memory.flat import microseconds
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.fields import FieldQuery, field_query
 from loopctl_memory.sql.ranking.columns import CATEGORY_CODES
+from loopctl_memory.sql.ranking.snapshot import Needs, Snapshot
 from loopctl_memory.sql.ranking.state import Mask, RankingState
 from loopctl_memory.sql.scope_rows import now_if_expired
 from loopctl_memory.sql.tables import entries, tags
@@ -61,16 +62,21 @@ def _tagged(values: list[str]) -> ColumnElement[bool]:
     )
 
 
-def passing(state: RankingState, reader: Reader, passes: MemoryFilter, size: int) -> Mask:
-    """Whether each entry below seq ``size`` passes, from the ranking state's copy.
+def needs(passes: MemoryFilter) -> Needs:
+    """The parts of the ranking state :func:`passing` tests ``passes`` on."""
+    return Needs(columns=True, tags=passes.tags_any is not None or passes.tags_all is not None)
 
-    ``state`` must be refreshed in ``reader``'s transaction; it reads the
-    columns filters test on first use. Where no entry lives the answer is
-    meaningless: rankers keep live entries only.
+
+def passing(snapshot: Snapshot, passes: MemoryFilter) -> Mask:
+    """Whether each entry of the snapshot passes, from the ranking state's copy.
+
+    ``snapshot`` is taken with (at least) :func:`needs`. Where no entry lives
+    the answer is meaningless: rankers keep live entries only.
     """
-    columns = state.columns(reader)
-    if passes.tags_any is not None or passes.tags_all is not None:
-        state.lexical(reader)  # tags come from the tag postings
+    state, reader, size = snapshot.state, snapshot.reader, snapshot.size
+    columns = snapshot.columns
+    if columns is None:  # pragma: no cover - taken with its needs
+        raise AssertionError("a filter tests a snapshot taken with its columns")
     mask = np.ones(size, np.bool_)
     if passes.categories is not None:
         allowed = np.zeros(256, np.bool_)

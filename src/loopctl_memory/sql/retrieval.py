@@ -30,6 +30,7 @@ from loopctl_memory.sql import entry_rows, filtering
 from loopctl_memory.sql.backend import Reader, Statement
 from loopctl_memory.sql.ranking import bm25, context, reference, vector
 from loopctl_memory.sql.ranking.context import Scored
+from loopctl_memory.sql.ranking.snapshot import Needs, Snapshot, take
 from loopctl_memory.sql.ranking.state import Mask, RankingState
 from loopctl_memory.sql.unit_of_work import UnitOfWork
 
@@ -70,20 +71,21 @@ async def retrieve_explained(
     """The best entries for ``request``, each score with its parts, in one read transaction.
 
     The parts are only the score unless ``request.explain`` asks. ``state`` is
-    refreshed in that transaction, holding ``lock`` (one retrieval at a time
-    moves the copy forward). With a ``clock``, an access of each returned entry
-    the query matched is recorded after the read, at its time.
+    brought up to date in that transaction (:func:`take`), holding ``lock``
+    (one retrieval at a time moves the copy forward). With a ``clock``, an
+    access of each returned entry the query matched is recorded after the
+    read, at its time.
     """
     Answer = tuple[list[int], list[MemoryEntry], list[Explanation]]  # noqa: N806
 
     def answer(reader: Reader) -> Answer:
-        state.refresh(reader)
-        found = ranked(state, reader, request)
+        snapshot = take(state, reader, needs(request))
+        found = ranked(snapshot, request)
         seqs = [item.seq for item in found]
         return (
             seqs,
             entry_rows.entries_by_seq(reader, seqs),
-            _explained(state, reader, request, found),
+            _explained(snapshot, request, found),
         )
 
     def stamp(answered: Answer) -> Statement | None:
@@ -99,9 +101,7 @@ async def retrieve_explained(
     return list(zip(found, parts, strict=True))
 
 
-def _explained(
-    state: RankingState, reader: Reader, request: Request, found: list[Scored]
-) -> list[Explanation]:
+def _explained(snapshot: Snapshot, request: Request, found: list[Scored]) -> list[Explanation]:
     """Each score of ``found`` with its parts (only the score unless ``request.explain``)."""
     if not request.explain:
         return [Explanation(item.score) for item in found]
@@ -109,12 +109,10 @@ def _explained(
         own = [explain_single(request.ranking, item.own) for item in found]
     else:
         parts = vector.hybrid_parts(
-            state,
-            reader,
+            snapshot,
             request.query_vector,
             [item.seq for item in found],
             request.scope,
-            request.embedder_id,
             (query_tokens(request.query), request.parameters),
         )
         own = [
@@ -143,85 +141,84 @@ def _explained(
     ]
 
 
-def ranked(state: RankingState, reader: Reader, request: Request) -> list[Scored]:
+def needs(request: Request) -> Needs:
+    """The parts of the ranking state ``request`` ranks by."""
+    taken = filtering.needs(request.passes) if request.passes is not None else Needs()
+    ranking, query_vector = request.ranking, request.query_vector
+    if ranking == "reference" or (ranking != "bm25" and query_vector is None):
+        return dataclasses.replace(taken, reference=True)
+    weighed = (request.embedder_id, request.dims) if request.context != 0.0 else None
+    return dataclasses.replace(
+        taken,
+        words=ranking != "vector",
+        vectors=(
+            None
+            if ranking == "bm25" or query_vector is None
+            else (request.embedder_id, len(query_vector))
+        ),
+        context=weighed,
+    )
+
+
+def ranked(snapshot: Snapshot, request: Request) -> list[Scored]:
     """The best entries for ``request``, best first, with their scores' own and context parts.
 
-    ``state`` must already be refreshed in ``reader``'s transaction.
+    ``snapshot`` is taken with (at least) :func:`needs`.
     """
     passes = request.passes
-    size = state.top + 1
-    allowed = filtering.passing(state, reader, passes, size) if passes is not None else None
+    allowed = filtering.passing(snapshot, passes) if passes is not None else None
     if request.clock is not None:
-        allowed = filtering.unexpired(reader, request.clock, size, allowed)
+        allowed = filtering.unexpired(snapshot.reader, request.clock, snapshot.size, allowed)
     if request.ranking != "reference" and request.context != 0.0:
-        weights = context.weights(
-            state, reader, request.scope, request.context, (request.embedder_id, request.dims)
-        )
+        weights = context.weights(snapshot, request.scope, request.context)
         if weights is not None:
-            scorer = _scorer(state, reader, request)
-            return context.top_scored(state, scorer, weights, allowed, request.limit)
-    found = _plain(state, reader, request, allowed)
+            scorer = _scorer(snapshot, request)
+            return context.top_scored(snapshot, scorer, weights, allowed, request.limit)
+    found = _plain(snapshot, request, allowed)
     return [Scored(seq, score, score, 0.0, 0.0) for seq, score in found]
 
 
-def _scorer(state: RankingState, reader: Reader, request: Request) -> context.Scorer:
+def _scorer(snapshot: Snapshot, request: Request) -> context.Scorer:
     """What context asks of ``request``'s ranking: its plain best, and any entry's own score."""
 
     def plain_best(limit: int, allowed: Mask | None) -> list[tuple[int, float]]:
-        return _plain(state, reader, dataclasses.replace(request, limit=limit), allowed)
+        return _plain(snapshot, dataclasses.replace(request, limit=limit), allowed)
 
     if request.ranking == "bm25":
         tokens = query_tokens(request.query)
-        matched, scores = bm25.positive_scores(
-            state, reader, tokens, request.scope, request.parameters
-        )
+        matched, scores = bm25.positive_scores(snapshot, tokens, request.scope, request.parameters)
         return context.Scorer.over(matched, scores)
     if request.query_vector is None:  # pragma: no cover - made for these rankings
         raise AssertionError("the vector rankings need the query's vector")
     lexical = (
         (query_tokens(request.query), request.parameters) if request.ranking == "hybrid" else None
     )
-    own, alone = vector.own_scores(
-        state, reader, request.query_vector, request.scope, request.embedder_id, lexical
-    )
+    own, alone = vector.own_scores(snapshot, request.query_vector, request.scope, lexical)
     return context.Scorer(plain_best, own, alone)
 
 
-def _plain(
-    state: RankingState, reader: Reader, request: Request, allowed: Mask | None
-) -> list[tuple[int, float]]:
+def _plain(snapshot: Snapshot, request: Request, allowed: Mask | None) -> list[tuple[int, float]]:
     """The seqs and scores of the best entries for ``request`` without context, best first."""
     scope, limit = request.scope, request.limit
     if request.ranking == "bm25":
         tokens = query_tokens(request.query)
-        return bm25.top_scored(state, reader, tokens, limit, scope, request.parameters, allowed)
+        return bm25.top_scored(snapshot, tokens, limit, scope, request.parameters, allowed)
     if request.query_vector is not None:
         lexical = (
             (query_tokens(request.query), request.parameters)
             if request.ranking == "hybrid"
             else None
         )
-        return vector.top_scored(
-            state,
-            reader,
-            request.query_vector,
-            limit,
-            scope,
-            request.embedder_id,
-            allowed,
-            lexical,
-        )
+        return vector.top_scored(snapshot, request.query_vector, limit, scope, allowed, lexical)
     query = parse_query(request.query)
-    state.lexical(reader)
-    state.relevance(reader)
-    with state.looking_up(reader, query.words):
+    with snapshot.state.looking_up(snapshot.reader, query.words):
         return reference.top_scored(
-            state,
+            snapshot,
             query,
             limit,
             scope,
             # A scope's texts are worth keeping; the entries of one filter are not.
-            reader if allowed is None else None,
+            read_texts=allowed is None,
             matched_only=request.matched_only,
             allowed=allowed,
         )

@@ -24,6 +24,7 @@ from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings, index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.embeddings import StoreEmbedder
+from loopctl_memory.sql.ranking.snapshot import Needs, take
 from loopctl_memory.sql.ranking.vectors import StoreMark, VectorIndex
 from loopctl_memory.sql.scope_rows import ScopeIds
 from loopctl_memory.sql.store_upkeep import TailUpkeep
@@ -234,8 +235,9 @@ class EmbeddingOperations(TailUpkeep):
         embedder_id, dims = embedder.embedder_id, embedder.embedder.dims
 
         def follow(reader: Reader) -> T:
-            state.refresh(reader)
-            return work(state.vectors(reader, embedder_id, dims), reader)
+            return work(
+                take(state, reader, Needs(vectors=(embedder_id, dims))).vector_index(), reader
+            )
 
         async with self._shared.ranking_lock:
             return await self._unit.read("index", follow)

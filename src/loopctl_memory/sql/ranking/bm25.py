@@ -22,9 +22,9 @@ from loopctl_memory import bm25
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql.arrays import distinct, found_at
-from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking import maxscore
-from loopctl_memory.sql.ranking.state import Mask, Members, RankingState
+from loopctl_memory.sql.ranking.snapshot import Snapshot
+from loopctl_memory.sql.ranking.state import Mask, Members
 from loopctl_memory.sql.ranking.topk import best
 from loopctl_memory.sql.ranking.words import Lengths, Tallies, WordIndex
 from loopctl_memory.sql.segments import Ints
@@ -42,8 +42,7 @@ _TABLE_UP_TO = 4_096
 
 
 def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference ranker's
-    state: RankingState,
-    reader: Reader,
+    snapshot: Snapshot,
     tokens: list[str],
     limit: int,
     scope: Scope,
@@ -58,7 +57,7 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
     """
     if limit == 0:
         return []
-    words, terms, size = _terms(state, reader, tokens, scope, parameters, allowed)
+    words, terms, size = _terms(snapshot, tokens, scope, parameters, allowed)
     if words is not None and len(terms) > 1:
         found = maxscore.pruned_best(terms, limit, words.sums(size), words.chosen(size))
         if found is not None:
@@ -71,9 +70,8 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
         return [(seq, score) for seq, score in best(sums, limit) if score > 0]
 
 
-def positive_scores(  # noqa: PLR0917 - as top_scored
-    state: RankingState,
-    reader: Reader,
+def positive_scores(
+    snapshot: Snapshot,
     tokens: list[str],
     scope: Scope,
     parameters: Bm25Parameters,
@@ -83,7 +81,7 @@ def positive_scores(  # noqa: PLR0917 - as top_scored
 
     Only those ``allowed`` holds, when given; the statistics are the scope's whatever it holds.
     """
-    words, terms, size = _terms(state, reader, tokens, scope, parameters, allowed)
+    words, terms, size = _terms(snapshot, tokens, scope, parameters, allowed)
     parts = [term.part() for term in terms]
     if _few(parts, size):
         return _summed_apart(parts, size)
@@ -163,26 +161,25 @@ class _Term:
         return np.asarray(self.weight * (tf / (tf + self._norms(self._lengths[seqs]))))
 
 
-def _terms(  # noqa: PLR0917 - as positive_scores
-    state: RankingState,
-    reader: Reader,
+def _terms(
+    snapshot: Snapshot,
     tokens: list[str],
     scope: Scope,
     parameters: Bm25Parameters,
     allowed: Mask | None,
 ) -> tuple[WordIndex | None, list[_Term], int]:
     """The word index, the query's terms some competing entry holds, and the size of seq arrays."""
-    size = state.top + 1
+    size = snapshot.size
     if size <= 1 or not tokens:
         return None, [], size
-    words = state.words(reader)
-    members = state.members(scope, size)
-    documents, average = _statistics(state, words, scope, members, size)
+    words = snapshot.word_index()
+    members = snapshot.members(scope)
+    documents, average = _statistics(snapshot, words, scope, members)
     if not documents:
         return words, [], size
     norms = functools.partial(_norms, k1=parameters.k1, b=parameters.b, average=average)
     least_norm = parameters.k1 * (1.0 - parameters.b)  # a norm's, whatever the length
-    live = state.live(size)
+    live = snapshot.live
     terms: list[_Term] = []
     for token, times in bm25.query_weights(tokens).items():
         seqs, tf = words.postings(token)
@@ -258,7 +255,7 @@ def _summed_densely(words: WordIndex | None, parts: _Parts, size: int) -> Iterat
 
 
 def _statistics(
-    state: RankingState, words: WordIndex, scope: Scope, members: Members | None, size: int
+    snapshot: Snapshot, words: WordIndex, scope: Scope, members: Members | None
 ) -> tuple[int, float]:
     """N and the average document length over the live entries of ``scope``.
 
@@ -266,12 +263,13 @@ def _statistics(
     generation): then only the entries stored since are added, not a pass over
     every entry's length at each query after a write.
     """
+    state, size = snapshot.state, snapshot.size
     key = (state.change, state.mark, state.generation, scope)
     through, documents, total = words.statistics.get(key, (0, 0, 0))
     if through > size:  # pragma: no cover - seqs only grow while the key holds
         through, documents, total = 0, 0, 0
     if through < size:
-        universe = state.live(size)[through:]
+        universe = snapshot.live[through:]
         if members is not None:
             universe = universe & members.mask[through:size]
         documents += int(np.count_nonzero(universe))

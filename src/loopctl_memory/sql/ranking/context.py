@@ -24,8 +24,7 @@ from loopctl_memory import context
 from loopctl_memory.context import Context
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql.arrays import distinct, values_at
-from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.ranking.state import RankingState
+from loopctl_memory.sql.ranking.snapshot import Snapshot
 from loopctl_memory.sql.ranking.streams import Streams
 from loopctl_memory.sql.ranking.topk import best
 from loopctl_memory.sql.segments import Ints
@@ -86,31 +85,21 @@ Weights = tuple[Callable[[Ints], Floats], float]
 """Each of some seqs' context weight (its scope's), and the heaviest of the view's."""
 
 
-def weights(
-    state: RankingState,
-    reader: Reader,
-    scope: Scope,
-    chosen: Context,
-    embedder: tuple[int, int],
-) -> Weights | None:
+def weights(snapshot: Snapshot, scope: Scope, chosen: Context) -> Weights | None:
     """The context weights of ``scope``'s streams; None when every one is 0.
 
-    ``embedder``: the store's (id, dimensions), or (0, 0) without one: then
-    ``"auto"`` measures words. The weights of a view of many scopes are
+    ``snapshot`` is taken with ``Needs.context``: ``"auto"`` measures its
+    vectors, or words without. The weights of a view of many scopes are
     measured as its entries are ranked, bounded by the full weight meanwhile.
     """
-    size = state.top + 1
-    live = state.live(size)
-    streams = state.streams
-    streams.current(state.scope_of, live, state.top)
+    state, live, streams = snapshot.state, snapshot.live, snapshot.state.streams
     if chosen != context.AUTO:
         fixed = float(chosen)
         return (lambda seqs: np.full(len(seqs), fixed), fixed) if fixed > 0 else None
-    embedder_id, dims = embedder
-    # A process left behind by a reembed measures words: its model's vectors are gone.
-    current = embedder_id and embedder_id == state.embedder_id
-    vectors = state.vectors(reader, embedder_id, dims) if current else None
+    vectors = snapshot.vectors
+    embedder_id = 0 if vectors is None else vectors.embedder_id
     keep = None if vectors is None else vectors.present
+    reader = snapshot.reader
     known: dict[int, float] = {}
 
     def weight_of_scope(number: int) -> float:
@@ -138,7 +127,7 @@ def weights(
 
 
 def top_scored(
-    state: RankingState,
+    snapshot: Snapshot,
     scorer: Scorer,
     weights: Weights,
     allowed: Mask | None,
@@ -146,12 +135,11 @@ def top_scored(
 ) -> list[Scored]:
     """The best ``limit`` entries by own score plus context, best first, ties in insertion order.
 
-    ``weights`` as :func:`weights` gives them; the state's streams are current.
+    ``weights`` as :func:`weights` gives them (from the same snapshot).
     """
     if limit == 0:
         return []
-    size = state.top + 1
-    streams, live = state.streams, state.live(size)
+    size, streams, live = snapshot.size, snapshot.state.streams, snapshot.live
     weight_of, heaviest = weights
     k = max(4 * limit, _FIRST)
     while True:

@@ -32,7 +32,7 @@ from loopctl_memory.binary32 import SCORE_BASELINE, SCORE_OVERLAP_WEIGHT, SCORE_
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import ParsedQuery
 from loopctl_memory.sql.arrays import distinct
-from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.ranking.snapshot import Snapshot
 from loopctl_memory.sql.ranking.state import Mask, Members, RankingState
 from loopctl_memory.sql.ranking.topk import Scores, best, best_above
 from loopctl_memory.sql.segments import Ints
@@ -48,12 +48,12 @@ _TEXT_BUDGET = 2_000_000
 
 
 def top_scored(
-    state: RankingState,
+    snapshot: Snapshot,
     query: ParsedQuery,
     limit: int,
     scope: Scope | None = None,
-    reader: Reader | None = None,
     *,
+    read_texts: bool = True,
     matched_only: bool = False,
     allowed: Mask | None = None,
 ) -> list[tuple[int, float]]:
@@ -63,23 +63,25 @@ def top_scored(
     when ``allowed`` (a mask by seq) is given, only the ones it holds; with
     ``matched_only``, only those the query raised above their baseline score
     (a word or a tag matched). A small scope costs its own entries: their texts
-    (kept by the state, read with ``reader`` the first time) or the postings of
-    the query's words, never a pass over every entry.
+    (kept by the state, read the first time if ``read_texts``) or the postings of
+    the query's words, never a pass over every entry. ``snapshot`` is taken
+    with ``Needs.reference``, and ranked within the state's ``looking_up``.
     """
-    size = state.top + 1
+    state, size = snapshot.state, snapshot.size
     if limit == 0 or size <= 1:
         return []
-    members = state.members(scope or Scope(descendants=True), size)
+    members = snapshot.members(scope or Scope(descendants=True))
     if allowed is not None:
-        members = _narrowed(state, members, allowed, size)
+        members = _narrowed(snapshot, members, allowed)
     if members is None:
         return _ranked(_scores(state, query, size), state.half[:size], limit, matched_only)
     universe = members.seqs
     if not len(universe):
         return []
     small = len(universe) <= state.tuning.small_scope
-    if reader is not None and small and len(universe) * len(query.words) <= _TEXT_BUDGET:
-        scores = _scores_of_texts(state, query, universe, state.texts(reader, universe))
+    if read_texts and small and len(universe) * len(query.words) <= _TEXT_BUDGET:
+        texts = state.texts(snapshot.reader, universe)
+        scores = _scores_of_texts(state, query, universe, texts)
     elif len(universe) * _SMALL_SCOPE < size:
         scores = _scores_within(state, query, universe)
     else:
@@ -90,9 +92,9 @@ def top_scored(
     return [(int(universe[n]), score) for n, score in ranked]
 
 
-def _narrowed(state: RankingState, members: Members | None, allowed: Mask, size: int) -> Members:
+def _narrowed(snapshot: Snapshot, members: Members | None, allowed: Mask) -> Members:
     """The live members that ``allowed`` (a mask by seq) also holds."""
-    mask = allowed[:size] & state.live(size)
+    mask = allowed[: snapshot.size] & snapshot.live
     if members is not None:
         mask &= members.mask
     return Members(np.flatnonzero(mask), mask)

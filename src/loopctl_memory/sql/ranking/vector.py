@@ -43,10 +43,10 @@ from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.embedding import Vectors
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql.arrays import values_at
-from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking import bm25
 from loopctl_memory.sql.ranking.graph import APPROXIMATION
-from loopctl_memory.sql.ranking.state import Mask, RankingState
+from loopctl_memory.sql.ranking.snapshot import Snapshot
+from loopctl_memory.sql.ranking.state import Mask
 from loopctl_memory.sql.ranking.topk import best
 from loopctl_memory.sql.ranking.vectors import VectorIndex, stored_vectors
 from loopctl_memory.sql.segments import Ints
@@ -71,8 +71,7 @@ class _Near:
 class _Ranking:
     """One vector retrieval's vectors, query and universe."""
 
-    state: RankingState
-    reader: Reader
+    snapshot: Snapshot
     vectors: VectorIndex
     query: Vectors
     universe: Mask
@@ -92,7 +91,9 @@ class _Ranking:
 
     def graph_cosines(self, seqs: Ints) -> Floats:
         """The exact cosines of graph-held ``seqs`` (ascending), from their stored vectors."""
-        found, rows = stored_vectors(self.reader, self.vectors.embedder_id, seqs, self.vectors.dims)
+        found, rows = stored_vectors(
+            self.snapshot.reader, self.vectors.embedder_id, seqs, self.vectors.dims
+        )
         if len(found) != len(seqs):  # pragma: no cover - a graph-held entry has its vector
             raise AssertionError("an entry held by a graph has no stored vector")
         return embedding.cosines(rows, self.query)
@@ -109,7 +110,7 @@ class _Ranking:
         entries are eligible, with the graphs' approximate cosines.
         """
         held = self.vectors.graph_count_in(eligible)
-        if held > max(self.state.tuning.vector_exact, count):
+        if held > max(self.snapshot.tuning.vector_exact, count):
             want = math.ceil(count * self.vectors.graph_count() / held)
             while 2 * want < held:
                 seqs, cosines = self.vectors.search(self.query, want, eligible)
@@ -122,12 +123,10 @@ class _Ranking:
 
 
 def top_scored(  # noqa: PLR0917 - the retrieval's arguments
-    state: RankingState,
-    reader: Reader,
+    snapshot: Snapshot,
     query: Vectors,
     limit: int,
     scope: Scope,
-    embedder_id: int,
     allowed: Mask | None = None,
     lexical: tuple[list[str], Bm25Parameters] | None = None,
 ) -> list[tuple[int, float]]:
@@ -136,11 +135,11 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments
     ``lexical`` (the query's BM25 tokens and parameters) makes it ``hybrid``;
     without it, ``vector``. Ties keep insertion order.
     """
-    if limit == 0 or state.top < 1:
+    if limit == 0 or snapshot.size <= 1:
         return []
-    ranking = _ranking(state, reader, query, scope, embedder_id)
-    eligible = ranking.universe if allowed is None else ranking.universe & allowed[: state.top + 1]
-    count = max(state.tuning.vector_candidates, limit)
+    ranking = _ranking(snapshot, query, scope)
+    eligible = ranking.universe if allowed is None else ranking.universe & allowed[: snapshot.size]
+    count = max(snapshot.tuning.vector_candidates, limit)
     if lexical is None:
         return _vector_best(ranking, eligible, count, limit)
     count = max(count // 2, limit)  # hybrid widens when its bound needs more
@@ -151,16 +150,13 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments
     return _hybrid_best(ranking, (eligible, allowed), near, span, limit, lexical, scope)
 
 
-def _ranking(
-    state: RankingState, reader: Reader, query: Vectors, scope: Scope, embedder_id: int
-) -> _Ranking:
-    size = state.top + 1
-    vectors = state.vectors(reader, embedder_id, len(query))
-    universe = state.live(size) & vectors.present[:size]
-    members = state.members(scope, size)
+def _ranking(snapshot: Snapshot, query: Vectors, scope: Scope) -> _Ranking:
+    vectors = snapshot.vector_index()
+    universe = snapshot.live & vectors.present[: snapshot.size]
+    members = snapshot.members(scope)
     if members is not None:
         universe &= members.mask
-    return _Ranking(state, reader, vectors, query, universe)
+    return _Ranking(snapshot, vectors, query, universe)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,10 +221,10 @@ def _hybrid_best(  # noqa: PLR0917 - the retrieval's parts
 ) -> list[tuple[int, float]]:
     tokens, parameters = lexical
     eligible, allowed = masks  # eligible: allowed, in the universe
-    state = ranking.state
-    matched, lexical_scores = bm25.positive_scores(state, ranking.reader, tokens, scope, parameters)
+    snapshot = ranking.snapshot
+    matched, lexical_scores = bm25.positive_scores(snapshot, tokens, scope, parameters)
     top = float(lexical_scores.max()) if len(lexical_scores) else 0.0
-    by_seq = np.zeros(state.top + 1, np.float64)
+    by_seq = np.zeros(snapshot.size, np.float64)
     by_seq[matched] = lexical_scores
     # Matched entries without a vector (pending) compete by their BM25 part alone.
     pending = matched[~ranking.universe[matched]]
@@ -365,13 +361,11 @@ def _exact_range(
     return float(exact(lowest).min()), float(exact(highest).max())
 
 
-def hybrid_parts(  # noqa: PLR0917 - the retrieval's arguments
-    state: RankingState,
-    reader: Reader,
+def hybrid_parts(
+    snapshot: Snapshot,
     query: Vectors,
     seqs: list[int],
     scope: Scope,
-    embedder_id: int,
     lexical: tuple[list[str], Bm25Parameters],
 ) -> list[tuple[float, float | None, float, tuple[float, float]]]:
     """Each seq's (BM25 score, cosine or None, the view's BM25 maximum, its cosine range).
@@ -379,11 +373,11 @@ def hybrid_parts(  # noqa: PLR0917 - the retrieval's arguments
     What :func:`top_scored` fused for ``hybrid``, computed again for the entries
     it returned (``retrieve_explained``: a rare call, kept plain).
     """
-    ranking = _ranking(state, reader, query, scope, embedder_id)
-    count = max(state.tuning.vector_candidates, len(seqs))
+    ranking = _ranking(snapshot, query, scope)
+    count = max(snapshot.tuning.vector_candidates, len(seqs))
     span = _span(ranking, ranking.near(ranking.universe, count))
     tokens, parameters = lexical
-    matched, lexical_scores = bm25.positive_scores(state, reader, tokens, scope, parameters)
+    matched, lexical_scores = bm25.positive_scores(snapshot, tokens, scope, parameters)
     top = float(lexical_scores.max()) if len(lexical_scores) else 0.0
     by_seq = dict(zip(matched.tolist(), lexical_scores.tolist(), strict=True))
     wanted = np.zeros(len(ranking.universe), np.bool_)
@@ -396,12 +390,10 @@ def hybrid_parts(  # noqa: PLR0917 - the retrieval's arguments
     return [(float(by_seq.get(seq, 0.0)), cosine_of.get(seq), top, span) for seq in seqs]
 
 
-def own_scores(  # noqa: PLR0917 - the retrieval's arguments
-    state: RankingState,
-    reader: Reader,
+def own_scores(
+    snapshot: Snapshot,
     query: Vectors,
     scope: Scope,
-    embedder_id: int,
     lexical: tuple[list[str], Bm25Parameters] | None = None,
 ) -> tuple[Callable[[Ints], Floats], Callable[[Ints], Mask]]:
     """Any entries' exact own scores in ``vector`` (or, with ``lexical``, ``hybrid``), for context.
@@ -411,7 +403,7 @@ def own_scores(  # noqa: PLR0917 - the retrieval's arguments
     the second whether each competes without context. Hybrid's statistics are
     those :func:`top_scored` takes.
     """
-    ranking = _ranking(state, reader, query, scope, embedder_id)
+    ranking = _ranking(snapshot, query, scope)
     universe = ranking.universe
 
     def has(seqs: Ints) -> Mask:
@@ -434,9 +426,9 @@ def own_scores(  # noqa: PLR0917 - the retrieval's arguments
     if lexical is None:
         return (lambda seqs: cosines(seqs)[0]), has
     tokens, parameters = lexical
-    matched, lexical_scores = bm25.positive_scores(state, reader, tokens, scope, parameters)
+    matched, lexical_scores = bm25.positive_scores(snapshot, tokens, scope, parameters)
     top = float(lexical_scores.max()) if len(lexical_scores) else 0.0
-    count = max(state.tuning.vector_candidates // 2, 1)
+    count = max(snapshot.tuning.vector_candidates // 2, 1)
     span = _span(ranking, ranking.near(universe, count))
 
     def fused(seqs: Ints) -> Floats:
