@@ -312,8 +312,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         )
         # Only a retrieval that ranked by vectors has just followed the manifest: after
         # any other, build_due may still say what a child has since built.
-        vectors = shared.ranking.vectors_read
-        if made is not None and embedder is not None and vectors is not None and vectors.build_due:
+        files = shared.ranking.vector_files
+        if made is not None and embedder is not None and files is not None and files.build_due:
             shared.graph_builds.start(embedder.embedder.name, embedder.embedder.dims)
         await self._refresh([entry for entry, _ in found])
         return found

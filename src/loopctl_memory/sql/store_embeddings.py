@@ -25,7 +25,7 @@ from loopctl_memory.sql import embeddings, index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.ranking.snapshot import Needs, take
-from loopctl_memory.sql.ranking.vectors import StoreMark, VectorIndex
+from loopctl_memory.sql.ranking.vector_files import StoreMark, VectorFiles
 from loopctl_memory.sql.scope_rows import ScopeIds
 from loopctl_memory.sql.store_upkeep import TailUpkeep
 
@@ -217,15 +217,15 @@ class EmbeddingOperations(TailUpkeep):
         await shared.graph_builds.finish()  # a child building now: what it builds is not redone
         state = shared.ranking
 
-        def build(vectors: VectorIndex, reader: Reader) -> int:
-            vectors.build_now(reader, StoreMark.read(reader, state.top, state.change), progress)
-            return vectors.graph_count()
+        def build(files: VectorFiles, reader: Reader) -> int:
+            files.build_now(reader, StoreMark.read(reader, state.top, state.change), progress)
+            return files.vectors.graph_count()
 
         built = await self._with_vectors(build)
         return 0 if built is None else built
 
-    async def _with_vectors(self, work: Callable[[VectorIndex, Reader], T]) -> T | None:
-        """``work`` on this process's vectors, brought up to date, in a read transaction.
+    async def _with_vectors(self, work: Callable[[VectorFiles, Reader], T]) -> T | None:
+        """``work`` on this process's vectors and their files, current, in a read transaction.
 
         None without an embedder, or for a store with no place for graph files (``:memory:``).
         """
@@ -235,9 +235,9 @@ class EmbeddingOperations(TailUpkeep):
         embedder_id, dims = embedder.embedder_id, embedder.embedder.dims
 
         def follow(reader: Reader) -> T:
-            return work(
-                take(state, reader, Needs(vectors=(embedder_id, dims))).vector_index(), reader
-            )
+            take(state, reader, Needs(vectors=(embedder_id, dims)))
+            assert state.vector_files is not None  # noqa: S101 - taken with the vectors
+            return work(state.vector_files, reader)
 
         async with self._shared.ranking_lock:
             return await self._unit.read("index", follow)

@@ -51,7 +51,8 @@ from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.indexed import read_indexed
 from loopctl_memory.sql.ranking.query_words import QueryWords
 from loopctl_memory.sql.ranking.streams import Streams
-from loopctl_memory.sql.ranking.vectors import StoreMark, VectorIndex
+from loopctl_memory.sql.ranking.vector_files import StoreMark, VectorFiles
+from loopctl_memory.sql.ranking.vectors import VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
 from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment
 from loopctl_memory.sql.tail import RewrittenIndex, TailIndex
@@ -131,7 +132,7 @@ class RankingState:
         self._words: WordIndex | None = None  # BM25's postings, read on first use
         self.streams = Streams()  # each scope's stream, linked on first use (context)
         self._columns: FilterColumns | None = None  # what filters test, read on first use
-        self.vectors_read: VectorIndex | None = None  # the embedder's, once a ranking asks
+        self.vector_files: VectorFiles | None = None  # the embedder's, once a ranking asks
 
     # --- keeping current ---
 
@@ -175,8 +176,8 @@ class RankingState:
                 self._words.read_tail(connection, top)
             if self._columns is not None:
                 self._columns.read(connection, self.top, top)
-            if self.vectors_read is not None:
-                self.vectors_read.read(connection, self.top, top)
+            if self.vector_files is not None:
+                self.vector_files.vectors.read(connection, self.top, top)
             self.top = top
         # Last: an entry stored and rewritten since the last refresh may already be in a
         # block's postings (or the tail) under its first text.
@@ -341,8 +342,8 @@ class RankingState:
                     self._columns.rewrite(seq, category, validated, relevance)
                 if seq in self._texts:
                     self._texts[seq] = (text, tuple(tags_lower))
-            if self.vectors_read is not None:
-                self.vectors_read.read_again(connection, chunk)
+            if self.vector_files is not None:
+                self.vector_files.vectors.read_again(connection, chunk)
             gone = np.array([seq for seq in chunk if seq not in present], np.int64)
             self.half[gone] = -np.inf
             self.scope_of[gone] = -1
@@ -450,13 +451,15 @@ class RankingState:
                 " one): open the store again with the new one"
             )
         mark = StoreMark.read(connection, self.top, self.change)
-        if self.vectors_read is None or self.vectors_read.embedder_id != embedder_id:
-            self.vectors_read = VectorIndex.loaded(
+        files = self.vector_files
+        if files is None or files.vectors.embedder_id != embedder_id:
+            files = VectorFiles.loaded(
                 connection, (embedder_id, dims), mark, self.graph_home, self.tuning
             )
+            self.vector_files = files
         else:
-            self.vectors_read.refresh_graphs(connection, mark)
-        return self.vectors_read
+            files.follow(connection, mark)
+        return files.vectors
 
     def columns(self, connection: Reader) -> FilterColumns:
         """The columns filters test, as current as the rest (read on first use)."""
