@@ -83,7 +83,8 @@ def take(state: RankingState, reader: Reader, needs: Needs) -> Snapshot:
     """Bring ``state`` to what ``reader``'s transaction sees, with ``needs`` loaded.
 
     The caller holds the state's lock for as long as it uses the snapshot.
-    On any failure the state forgets its copy (and reads it again next time).
+    A part that failed to load is not kept (it is read again next time); a
+    failed refresh makes the state forget its whole copy.
 
     Raises:
         EmbedderError: ``needs.vectors`` names an embedder whose vectors the

@@ -186,14 +186,11 @@ class RankingState:
 
     def _load(self, connection: Reader, top: int, change: int, mark: int) -> None:
         with connection.backend.reading_once(connection):
-            self._read_all(connection, top, change, mark)
-
-    def _read_all(self, connection: Reader, top: int, change: int, mark: int) -> None:
-        self.change = change
-        self.mark = mark
-        self._read_columns(connection, top)
-        self.top = top
-        self._read_rewritten(connection, _REWRITTEN, ())
+            self.change = change
+            self.mark = mark
+            self._read_columns(connection, top)
+            self.top = top
+            self._read_rewritten(connection, _REWRITTEN, ())
         self._loaded = True
 
     def lexical(self, connection: Reader) -> None:
@@ -231,9 +228,13 @@ class RankingState:
         """
         if self._relevance:
             return
-        self._relevance = True
-        with connection.backend.reading_once(connection):
-            self._read_columns(connection, self.top)
+        self._relevance = True  # _read_columns reads it now
+        try:
+            with connection.backend.reading_once(connection):
+                self._read_columns(connection, self.top)
+        except BaseException:
+            self._reset()  # some entries' relevance unread: read the copy again
+            raise
 
     def _read_columns(self, connection: Reader, top: int) -> None:
         """Read every entry through ``top``: which live, their scope, relevance.
