@@ -105,6 +105,12 @@ class VectorIndex:
         seqs, vectors = _decoded(rows, self.dims)
         if not len(seqs):
             return
+        first = int(seqs[0])
+        if first > self.through and bool((np.diff(seqs) == 1).all()):
+            # A run of new seqs in order, each with its vector (a load): one block copy.
+            self.dense[first - self.through : first - self.through + len(seqs)] = vectors
+            self.present[first : first + len(seqs)] = True
+            return
         above = seqs > self.through
         self.dense[seqs[above] - self.through] = vectors[above]
         for seq, vector in zip(seqs[~above].tolist(), vectors[~above], strict=True):
