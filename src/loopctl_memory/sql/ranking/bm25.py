@@ -39,6 +39,8 @@ _SPARSE = 64
 _LOOKED_UP = 16
 # Document lengths up to this take their norms from a table; a longer one, one by one.
 _TABLE_UP_TO = 4_096
+# Above this many answers, MaxScore's floor is too low to skip a term (measured at 1M).
+_PRUNED_UP_TO = 512
 
 
 def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference ranker's
@@ -58,7 +60,7 @@ def top_scored(  # noqa: PLR0917 - the retrieval's arguments, as the reference r
     if limit == 0:
         return []
     words, terms, size = _terms(snapshot, tokens, scope, parameters, allowed)
-    if words is not None and len(terms) > 1:
+    if words is not None and len(terms) > 1 and limit <= _PRUNED_UP_TO:
         found = maxscore.pruned_best(terms, limit, words.sums(size), words.chosen(size))
         if found is not None:
             return found

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loopctl_memory.sql.arrays import distinct
-from loopctl_memory.sql.ranking.topk import best
+from loopctl_memory.sql.ranking.topk import best, kth_highest
 from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
@@ -77,7 +77,7 @@ def pruned_best(
             scored += 1
             if len(seqs) >= limit:
                 reached = sums[seqs]
-                kth = np.partition(reached, len(reached) - limit)[len(reached) - limit]
+                kth = kth_highest(reached, limit)
                 floor = max(floor, float(kth))
             left = math.fsum(bounds[other] for other in order[scored:])
             if left < floor * (1 - SLACK):

@@ -47,7 +47,7 @@ from loopctl_memory.sql.ranking import bm25
 from loopctl_memory.sql.ranking.graph import APPROXIMATION
 from loopctl_memory.sql.ranking.snapshot import Snapshot
 from loopctl_memory.sql.ranking.state import Mask
-from loopctl_memory.sql.ranking.topk import best
+from loopctl_memory.sql.ranking.topk import best, kth_highest
 from loopctl_memory.sql.ranking.vectors import VectorIndex, stored_vectors
 from loopctl_memory.sql.segments import Ints
 
@@ -344,7 +344,7 @@ def _best_exactly(
     near = np.arange(len(labels))
     if len(labels) > limit:
         lowest = estimate - slack
-        kth = float(np.partition(lowest, len(lowest) - limit)[len(lowest) - limit])
+        kth = float(kth_highest(lowest, limit))
         near = np.flatnonzero(estimate + slack >= kth)
     scores = exact_of(near)
     return [(int(labels[near[n]]), score) for n, score in best(scores, limit)]
