@@ -18,10 +18,11 @@ that has it (:func:`combined`).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import msgspec
 
 from loopctl_memory.errors import InvalidArgumentError
 
@@ -39,7 +40,10 @@ MAX_INT = 2**63 - 1
 EMPTY = "{}"
 """The stored form of no metadata."""
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+# msgspec's JSON: compact, UTF-8 unescaped, keys in order, as json.dumps(ensure_ascii=False,
+# separators=(",", ":")) but for exponents (1e16, not 1e+16), ten times as fast on every write.
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder()
 
 
 def check_metadata(value: object) -> Metadata:
@@ -56,7 +60,7 @@ def check_metadata(value: object) -> Metadata:
             f"metadata must be a dict (a JSON object), not {type(value).__name__}"
         )
     _check(value, "", 1)
-    size = len(_ENCODER.encode(value).encode("utf-8"))
+    size = len(_ENCODER.encode(value))
     if size > MAX_BYTES:
         raise InvalidArgumentError(
             f"metadata takes {size:,} bytes as JSON: at most {MAX_BYTES:,} are stored"
@@ -129,14 +133,14 @@ def _at(path: str) -> str:
 
 def encoded(value: Metadata) -> str:
     """Checked metadata as the compact JSON text a store keeps."""
-    return _ENCODER.encode(value) if value else EMPTY
+    return _ENCODER.encode(value).decode() if value else EMPTY
 
 
 def decoded(text: str) -> Metadata:
     """The metadata a store kept as ``text``."""
     if text == EMPTY:
         return {}
-    found: Metadata = json.loads(text)
+    found: Metadata = _DECODER.decode(text)
     return found
 
 

@@ -132,3 +132,15 @@ def test_matches_is_inmemorystores_filter_wherever_that_one_answers(made):
     except (TypeError, ValueError, OverflowError):
         return  # InMemoryStore raises on a range over what is not a number: here it is false
     assert values.matches(value, conditions) == theirs
+
+
+@given(value=VALUES)
+def test_the_default_text_is_langgraphs_spelling_of_the_whole_value(value: dict[str, Any]) -> None:
+    from types import MappingProxyType  # noqa: PLC0415 - a Mapping that is not a dict
+
+    from langgraph.store.base import get_text_at_path  # noqa: PLC0415
+
+    whole = values.paths_of(None)
+    assert values.text_of(value, whole) == get_text_at_path(value, "$")[0]
+    assert values.text_of(MappingProxyType(value), whole) == get_text_at_path(value, "$")[0]
+    assert values.text_of(value, values.paths_of(["$"])) == get_text_at_path(value, "$")[0]

@@ -20,6 +20,7 @@ no more than it must.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,6 +37,8 @@ _RANGES = {
 }
 _OPERATORS = ("$eq", "$ne", *_RANGES)
 _INT64 = 2**63
+# get_text_at_path's json.dumps(sort_keys=True, ensure_ascii=False) for "$", made once.
+_WHOLE = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
 
 
 def paths_of(fields: Sequence[str] | None) -> list[tuple[str, str | list[str]]]:
@@ -45,6 +48,10 @@ def paths_of(fields: Sequence[str] | None) -> list[tuple[str, str | list[str]]]:
 
 def text_of(value: Mapping[str, Any], paths: list[tuple[str, str | list[str]]]) -> str:
     """The memory's text: every text the paths select in ``value``, one a line."""
+    if (
+        len(paths) == 1 and paths[0][1] == "$"
+    ):  # the default: the whole value, as LangGraph spells it
+        return _WHOLE.encode(value if type(value) is dict else dict(value))
     return "\n".join(text for _, path in paths for text in get_text_at_path(value, path))
 
 

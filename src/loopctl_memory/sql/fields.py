@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.types import TypeEngine
 
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.metadata import EMPTY
+from loopctl_memory.metadata import EMPTY, decoded
 from loopctl_memory.metadata_filter import (
     IS_OBJECT,
     MEMBERSHIP,
@@ -101,7 +101,7 @@ def field_rows(seq: int, stored_metadata: str) -> list[FieldRow]:
     if stored_metadata == EMPTY:
         return []
     rows: list[FieldRow] = []
-    _flatten(seq, json.loads(stored_metadata), (), rows)
+    _flatten(seq, decoded(stored_metadata), (), rows)
     return rows
 
 

@@ -30,6 +30,7 @@ from loopctl_memory.entry import MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch, microseconds
+from loopctl_memory.keys import keys_of_batch
 from loopctl_memory.lifecycle import ForgetRule
 from loopctl_memory.metadata import encoded
 from loopctl_memory.scoring import PRUNE_THRESHOLD
@@ -89,10 +90,8 @@ async def insert_entries(
         InvalidArgumentError: a scope name joined to ``base`` is too long.
 
     """
-    if not batch.has_unique_ids():
-        raise DuplicateEntryError("the batch holds two entries with the same id")
-    relative = {entry[10] for entry in batch.entries}
-    absolute = {name: scope_names.join(base, name) for name in relative}
+    absolute = checked_scopes(batch, base)
+    relative = absolute.keys()
     known = known or {}
     ids = {name: known[name] for name in absolute.values() if name in known}
     ids.update(await ensure_scopes(connection, set(absolute.values()) - ids.keys()))
@@ -124,6 +123,26 @@ async def insert_entries(
         index.index_tail, batch, first_seq, row_entries=tuning.tail_limit, known=term_ids
     )
     return last, last, ids
+
+
+def checked_scopes(batch: FlatBatch, base: str) -> dict[str, str]:
+    """The scope name each relative name of a batch written from ``base`` stands for.
+
+    Raises:
+        DuplicateEntryError: two entries of the batch share an id.
+        InvalidArgumentError: two entries share a key in one scope, or a name
+            joined to ``base`` is too long.
+
+    """
+    if not batch.has_unique_ids():
+        raise DuplicateEntryError("the batch holds two entries with the same id")
+    absolute = {name: scope_names.join(base, name) for name in {e[10] for e in batch.entries}}
+    keys_by_scope: dict[str, list[str | None]] = {}
+    for entry in batch.entries:
+        keys_by_scope.setdefault(absolute[entry[10]], []).append(entry[12])
+    for in_scope in keys_by_scope.values():
+        keys_of_batch(in_scope)
+    return absolute
 
 
 async def delete_entry(

@@ -161,15 +161,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
 
         """
         batch = self._with_default_expiry(flatten((check_entry(entry),)))
-        shared = self._shared
         embedded = await self._embed(batch)
-        scope_id = shared.scope_ids.get(self._scope.name)
-        one = None if scope_id is None else functools.partial(self._unit.store_one, batch, scope_id)
-        seq = None if one is None else await self._beside_child(one)
-        if seq is None:
-            await self._write(batch)
-        else:
-            await self._after_one_stored(seq, batch)
+        await self._write(batch)
         if embedded:
             await self._after_embedded_write(1)
 

@@ -50,20 +50,38 @@ class TailUpkeep(StorePart):
         return await fold_due(self._unit, limit, known, stop, linger)
 
     async def _write(self, batch: FlatBatch) -> None:
-        """Insert ``batch`` in one transaction, leaving its entries in the tail for upkeep."""
+        """Insert ``batch`` in one transaction, leaving its entries in the tail for upkeep.
+
+        In one hop to the driver where the backend can; otherwise through the
+        connection lane, which indexes a tail grown past ``inline_at`` in the
+        same transaction.
+        """
         base, shared = self._scope.name, self._shared
-        tuning = shared.tuning
         await self._make_room(len(batch))
-        at = shared.folds.inline_at
-        shared.watermark_seen, last, ids = await self._beside_child(
-            lambda: self._unit.run_keyed_write(
-                "store",
-                lambda c: repository.insert_entries(
-                    c, batch, tuning, base, shared.scope_ids, term_ids=shared.term_ids, fold_at=at
-                ),
-            )
+        stored = await self._beside_child(
+            lambda: self._unit.store_batch(batch, base, shared.scope_ids)
         )
-        shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
+        if stored is None:
+            tuning, at = shared.tuning, shared.folds.inline_at
+            shared.watermark_seen, last, ids = await self._beside_child(
+                lambda: self._unit.run_keyed_write(
+                    "store",
+                    lambda c: repository.insert_entries(
+                        c,
+                        batch,
+                        tuning,
+                        base,
+                        shared.scope_ids,
+                        term_ids=shared.term_ids,
+                        fold_at=at,
+                    ),
+                )
+            )
+            shared.scope_ids.update(ids)  # once committed: a name keeps its id for ever
+        else:
+            shared.scope_ids.update(stored.scope_ids)
+            shared.watermark_seen, last = stored.indexed_through, stored.last_seq
+            await self._after_stored(last, batch)
         shared.tail_seen = last - shared.watermark_seen
         shared.folds.after_batch(len(batch), shared.tail_seen)
 
@@ -110,8 +128,8 @@ class TailUpkeep(StorePart):
                 "index", lambda c: c.run_sync(index.tail_length), write=False
             )
 
-    async def _after_one_stored(self, seq: int, batch: FlatBatch) -> None:
-        """After one entry stored at ``seq`` in one hop: index the tail, or ask a child, if due.
+    async def _after_stored(self, seq: int, batch: FlatBatch) -> None:
+        """After a batch stored up to ``seq`` in one hop: index the tail, or ask a child, if due.
 
         The watermark this process saw last may be behind (a child indexed since);
         a write reads it again only when the tail may be due.

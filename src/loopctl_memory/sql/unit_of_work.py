@@ -14,7 +14,7 @@ runs as one transaction on one pooled connection, through one of two lanes:
   :meth:`UnitOfWork.read_here`).
 
 The first two lanes are chosen here, in :meth:`UnitOfWork.read` and
-:meth:`UnitOfWork.store_one`, not by each operation. Around every unit: the
+:meth:`UnitOfWork.store_batch`, not by each operation. Around every unit: the
 store's state is checked (closed, read-only, its file lost), a caller's
 cancellation never interrupts a statement half way, errors are translated
 (:mod:`~loopctl_memory.sql.boundary`), and a SQLite file is watched
@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from loopctl_memory.errors import ReadOnlyStoreError, StorageError, StoreClosedError
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.sql import repository
-from loopctl_memory.sql.backend import Reader, Statement
+from loopctl_memory.sql.backend import Reader, Statement, StoredBatch
 from loopctl_memory.sql.boundary import KEY_RACE_ATTEMPTS, KeyRaceError, translate_errors
 from loopctl_memory.sql.caller_lane import CallerLane
 from loopctl_memory.sql.engine import Target
@@ -232,17 +232,28 @@ class UnitOfWork:
             )
         return answered
 
-    async def store_one(self, batch: FlatBatch, scope_id: int) -> int | None:
-        """Store a batch of one entry in one hop to the driver; its seq, or None where no such lane.
+    async def store_batch(
+        self, batch: FlatBatch, base: str, known: Mapping[str, int]
+    ) -> StoredBatch | None:
+        """Store a checked batch in one hop to the driver, or None where there is no such lane.
 
-        Where the backend has no one-hop lane, nothing is done: the caller stores
-        the batch through the connection lane.
+        ``base``: the writing view's scope, which the batch's scope names are
+        relative to; ``known``: ids of scope names already looked up. Where the
+        backend has no one-hop lane, nothing is done: the caller stores the
+        batch through the connection lane (:func:`repository.insert_entries`).
+
+        Raises:
+            DuplicateEntryError: two entries share an id, or one is already stored.
+            InvalidArgumentError: two entries share a key in one scope, or a
+                scope name joined to ``base`` is too long.
+
         """
         backend = self.backend
         if not backend.works_in_one_hop:
             return None
+        scopes = repository.checked_scopes(batch, base)
         return await self.run_on_driver(
-            "store", lambda driver: backend.store_one(driver, batch, scope_id), write=True
+            "store", lambda driver: backend.store_batch(driver, batch, scopes, known), write=True
         )
 
     async def give_back_free_pages(self) -> None:

@@ -25,6 +25,15 @@ Statement = tuple[str, Sequence[Any]]
 """SQL with ``?`` placeholders, and its arguments."""
 
 
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    """What a write in one hop left: the watermark it saw, its last seq, the scope ids it used."""
+
+    indexed_through: int
+    last_seq: int
+    scope_ids: dict[str, int]
+
+
 @dataclass(frozen=True)  # no slots: the class attributes are the defaults open() shows
 class PoolOptions:
     """Connection pool and timeouts for a server database (PostgreSQL)."""
@@ -46,7 +55,7 @@ class Backend:
 
     name: ClassVar[str]
     works_in_one_hop: ClassVar[bool] = False
-    """Whether :meth:`store_one` and :meth:`read_directly` run a single store and a retrieval
+    """Whether :meth:`store_batch` and :meth:`read_directly` run a write and a retrieval
     in one hop to the driver's thread, faster than SQLAlchemy's statement-by-statement path."""
 
     def engine_options(
@@ -144,11 +153,21 @@ class Backend:
     def after_indexing(self, connection: Connection, tables: list[str]) -> None:
         """Called once a write added a block of postings; nothing to do by default."""
 
-    async def store_one(self, driver: Any, batch: FlatBatch, scope_id: int) -> int:
-        """Store a batch of one entry, in scope ``scope_id``, in a transaction of its own.
+    async def store_batch(
+        self, driver: Any, batch: FlatBatch, scopes: Mapping[str, str], known: Mapping[str, int]
+    ) -> StoredBatch:
+        """Store a checked batch in a transaction of its own, on the driver's connection.
 
-        On the driver's connection; returns the entry's seq. Only where
+        ``scopes``: the scope name each relative name of the batch stands for;
+        ``known``: ids of scope names already looked up (a name without one is
+        given one). A keyed entry first removes the one of its scope holding
+        its key. Nothing is indexed: the entries join the tail. Only where
         :attr:`works_in_one_hop`.
+
+        Raises:
+            DuplicateEntryError: (from the database, as an integrity error) an
+                entry's id is already stored.
+
         """
         raise NotImplementedError
 

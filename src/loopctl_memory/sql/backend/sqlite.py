@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,20 +17,20 @@ from sqlalchemy.pool import StaticPool
 
 from loopctl_memory.errors import StorageError
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.metadata import EMPTY
 from loopctl_memory.sql import aiosqlite_hop, fields
 from loopctl_memory.sql.backend.base import (
     BEGIN_MODE,
     Backend,
     Reader,
     Statement,
+    StoredBatch,
     T,
     outside_transaction,
     register,
 )
 from loopctl_memory.sql.fields import INSERT_FIELDS
 from loopctl_memory.sql.files import header
-from loopctl_memory.sql.tables import ENTRY_FIELDS, INSERT_TAGS, INSERT_VECTORS
+from loopctl_memory.sql.tables import INSERT_ENTRIES, INSERT_TAGS, INSERT_VECTORS
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.backend.base import PoolOptions
@@ -42,18 +42,20 @@ PAGE_SIZE = 8192
 Larger than SQLite's default 4096: half the write-ahead log frames and checkpoint
 calls for a batch write, the same speed for single stores and retrieval."""
 
-_INSERT_ONE = (
-    f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) VALUES ("  # noqa: S608 - our own names
-    "(SELECT max(coalesce(max(seq), 0), coalesce((SELECT max(indexed_through, removed_through)"
-    f" FROM index_state), 0)) + 1 FROM entries), {', '.join('?' * (len(ENTRY_FIELDS) - 1))})"
+# Above every entry, the watermark and every removed seq (as ``index.write_position``).
+_POSITION = (
+    "SELECT coalesce((SELECT max(seq) FROM entries), 0), indexed_through, removed_through"
+    " FROM index_state"
 )
+_ADD_SCOPE = "INSERT INTO scopes (name) VALUES (?) ON CONFLICT (name) DO NOTHING"
+_SCOPE_ID = "SELECT id FROM scopes WHERE name = ?"
 
 # A keyed entry replaces the one of its scope holding its key: as repository.remove does,
 # the removal logged for other processes, its seq never given out again, then deleted.
 _LOG_KEYED = "INSERT INTO changes (seq) SELECT seq FROM entries WHERE scope_id = ? AND key = ?"
 _FLOOR_KEYED = (
     "UPDATE index_state SET removed_through = max(removed_through,"
-    " (SELECT max(seq) FROM entries WHERE scope_id = ? AND key = ?))"
+    " coalesce((SELECT max(seq) FROM entries WHERE scope_id = ? AND key = ?), 0))"
 )
 _DELETE_KEYED = "DELETE FROM entries WHERE scope_id = ? AND key = ?"
 
@@ -202,33 +204,46 @@ class SqliteBackend(Backend):
             mode = connection.get_execution_options().get(BEGIN_MODE, "")
             connection.exec_driver_sql(f"BEGIN {mode}".rstrip())
 
-    async def store_one(self, driver: Any, batch: FlatBatch, scope_id: int) -> int:
-        """One hop to aiosqlite's thread for the whole transaction, where a batch makes a dozen.
+    async def store_batch(
+        self, driver: Any, batch: FlatBatch, scopes: Mapping[str, str], known: Mapping[str, int]
+    ) -> StoredBatch:
+        """One hop to aiosqlite's thread for the whole transaction, where SQLAlchemy makes a dozen.
 
-        See :mod:`~loopctl_memory.sql.aiosqlite_hop`; without it, single entries go as batches.
+        See :mod:`~loopctl_memory.sql.aiosqlite_hop`; where it is missing, batches
+        take the connection lane.
         """
-        return await aiosqlite_hop.run_in_one_hop(driver, self._store_blocking, batch, scope_id)
+        return await aiosqlite_hop.run_in_one_hop(
+            driver, self._store_blocking, batch, scopes, known
+        )
 
-    def _store_blocking(self, connection: Any, batch: FlatBatch, scope_id: int) -> int:
-        """Store a batch of one in its own transaction on a ``sqlite3`` connection; its seq.
-
-        The seq comes from the statement itself (above every entry and the
-        watermark, as ``index.write_position`` reads it).
-        """
+    def _store_blocking(
+        self,
+        connection: sqlite3.Connection,
+        batch: FlatBatch,
+        scopes: Mapping[str, str],
+        known: Mapping[str, int],
+    ) -> StoredBatch:
+        """Store a checked batch in its own transaction on a ``sqlite3`` connection."""
         connection.execute("BEGIN IMMEDIATE")
         try:
-            entry = batch.entries[0]
-            key = entry[12]
-            if key is not None and connection.execute(_LOG_KEYED, (scope_id, key)).rowcount:
-                connection.execute(_FLOOR_KEYED, (scope_id, key))
-                connection.execute(_DELETE_KEYED, (scope_id, key))
-            row = (*entry[:10], scope_id, *entry[11:])
-            seq = int(connection.execute(_INSERT_ONE, row).lastrowid)
+            ids = {name: known[name] for name in scopes.values() if name in known}
+            for name in set(scopes.values()) - ids.keys():
+                connection.execute(_ADD_SCOPE, (name,))
+                ids[name] = int(connection.execute(_SCOPE_ID, (name,)).fetchone()[0])
+            by_relative = {relative: ids[name] for relative, name in scopes.items()}
+            keyed = [(by_relative[entry[10]], entry[12]) for entry in batch.entries if entry[12]]
+            if keyed and connection.executemany(_LOG_KEYED, keyed).rowcount:
+                connection.executemany(_FLOOR_KEYED, keyed)
+                connection.executemany(_DELETE_KEYED, keyed)
+            top, mark, removed = connection.execute(_POSITION).fetchone()
+            first = max(top, mark, removed) + 1
+            connection.executemany(INSERT_ENTRIES, self.entry_rows(batch, first, by_relative))
             if batch.tags:
-                connection.executemany(INSERT_TAGS, self.tag_rows(batch, seq))
-            if entry[11] != EMPTY:
-                connection.executemany(INSERT_FIELDS, fields.batch_rows(self.encode, batch, seq))
-            made = self.vector_rows(batch, seq)
+                connection.executemany(INSERT_TAGS, self.tag_rows(batch, first))
+            field_rows = fields.batch_rows(self.encode, batch, first)
+            if field_rows:
+                connection.executemany(INSERT_FIELDS, field_rows)
+            made = self.vector_rows(batch, first)
             if made:
                 connection.executemany(INSERT_VECTORS, made)
             connection.execute("COMMIT")
@@ -236,7 +251,7 @@ class SqliteBackend(Backend):
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
-        return seq
+        return StoredBatch(mark, first + len(batch) - 1, ids)
 
     def storage_bytes(self, connection: Connection) -> int:
         """Pages times page size (the write-ahead log excluded)."""
