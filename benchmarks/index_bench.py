@@ -137,12 +137,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         serving = _serving(served, args.queries)
     commit, _ = code_version()
     size = size_label(args.size)
+    command = " ".join(["python -m benchmarks.index_bench", *(argv or sys.argv[1:])])
     text = "\n".join(
         [
             BEGIN,
             "## The first vector search after a bulk load",
             "",
-            "- Command: `python -m benchmarks.index_bench --out benchmarks/RESULTS.md`",
+            f"- Command: `{command}`",
             f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
             f"- Machine: {machine()}",
             f"- Code: {commit}",
