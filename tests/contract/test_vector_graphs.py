@@ -33,7 +33,7 @@ from loopctl_memory import (
     StorageError,
     open_store,
 )
-from loopctl_memory.sql import graph_builds
+from loopctl_memory.sql import arrays, graph_builds
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import SHARED_BACKENDS, shared_target
 from tests.contract.test_embeddings import Switchable, _entries, _same_rankings
@@ -230,6 +230,22 @@ async def test_a_reindex_makes_the_graphs_stale_and_they_are_built_again(backend
             await each.store_many(later)
         await _rank_then_build(store, oracle)
         assert _manifest(directory)["epoch"] == epoch + 1
+    finally:
+        await store.close()
+
+
+async def test_vectors_held_in_plain_pages_answer_as_inmemorystore(backend, tmp_path, monkeypatch):
+    """Held vectors in a mapping of their own (as a million are) give the oracle's answers.
+
+    Each batch grows the held rows, which are then copied into a larger mapping.
+    """
+    monkeypatch.setattr(arrays, "_PLAIN_PAGES_FROM", 0)
+    target = await shared_target(backend, tmp_path)
+    store, oracle = await _pair(target, HELD)
+    try:
+        for first in (0, 30, 60):
+            await _both(store, oracle, _entries(first, 30))
+            await _same_rankings(store, oracle)
     finally:
         await store.close()
 

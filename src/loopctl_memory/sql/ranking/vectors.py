@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loopctl_memory.sql.arrays import zeroed_rows
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.ranking.graph import Graph
 
@@ -75,7 +76,7 @@ class VectorIndex:
             self.holder[seqs[seqs < len(self.holder)]] = number
         self.present[:] = self.holder >= 0
         self.through = through
-        self.dense = np.zeros((max(1, top - through + 1), self.dims), np.float32)
+        self.dense = zeroed_rows(max(1, top - through + 1), self.dims)
         self.extra = {}
 
     def read(self, connection: Reader, after: int, through: int) -> None:
@@ -124,7 +125,7 @@ class VectorIndex:
             self.holder = _grown(self.holder, size, -1)
         rows = through - self.through + 1
         if len(self.dense) < rows:
-            dense = np.zeros((max(rows, 2 * len(self.dense)), self.dims), np.float32)
+            dense = zeroed_rows(max(rows, 2 * len(self.dense)), self.dims)
             dense[: len(self.dense)] = self.dense
             self.dense = dense
 
