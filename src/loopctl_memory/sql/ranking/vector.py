@@ -176,8 +176,11 @@ class _Pool:
         """Every eligible entry held in this process, ``near``, and ``others`` (no vector)."""
         seqs, cosines = ranking.held()
         keep = eligible[seqs]
-        loose, rough = seqs[keep], cosines[keep]
+        loose, rough = (seqs, cosines) if keep.all() else (seqs[keep], cosines[keep])
         bound = embedding.error_bound(len(ranking.query))
+        if not len(near.seqs) and not len(others):  # no graph yet: already in order
+            every = np.ones(len(loose), np.bool_)
+            return cls(loose, rough, np.full(len(loose), bound), every, every)
         labels = np.concatenate([loose, near.seqs, others])
         order = np.argsort(labels, kind="stable")
         sizes = (len(loose), len(near.seqs), len(others))
