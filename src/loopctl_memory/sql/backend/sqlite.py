@@ -44,8 +44,9 @@ calls for a batch write, the same speed for single stores and retrieval."""
 
 # Above every entry, the watermark and every removed seq (as ``index.write_position``).
 _POSITION = (
-    "SELECT coalesce((SELECT max(seq) FROM entries), 0), indexed_through, removed_through"
-    " FROM index_state"
+    "SELECT coalesce((SELECT max(seq) FROM entries), 0),"
+    " coalesce((SELECT indexed_through FROM index_state), 0),"
+    " coalesce((SELECT removed_through FROM index_state), 0)"
 )
 _ADD_SCOPE = "INSERT INTO scopes (name) VALUES (?) ON CONFLICT (name) DO NOTHING"
 _SCOPE_ID = "SELECT id FROM scopes WHERE name = ?"
