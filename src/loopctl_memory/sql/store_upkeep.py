@@ -131,8 +131,8 @@ class TailUpkeep(StorePart):
     async def _after_stored(self, seq: int, batch: FlatBatch) -> None:
         """After a batch stored up to ``seq`` in one hop: index the tail, or ask a child, if due.
 
-        The watermark this process saw last may be behind (a child indexed since);
-        a write reads it again only when the tail may be due.
+        The tail is measured from the watermark the write's own transaction read;
+        indexing reads it again (a child may have indexed since).
         """
         shared = self._shared
         tail, folds = seq - shared.watermark_seen, shared.folds
