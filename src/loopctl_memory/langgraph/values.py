@@ -48,9 +48,8 @@ def paths_of(fields: Sequence[str] | None) -> list[tuple[str, str | list[str]]]:
 
 def text_of(value: Mapping[str, Any], paths: list[tuple[str, str | list[str]]]) -> str:
     """The memory's text: every text the paths select in ``value``, one a line."""
-    if (
-        len(paths) == 1 and paths[0][1] == "$"
-    ):  # the default: the whole value, as LangGraph spells it
+    # The default: the whole value, as LangGraph spells it.
+    if len(paths) == 1 and paths[0][1] == "$":
         return _WHOLE.encode(value if type(value) is dict else dict(value))
     return "\n".join(text for _, path in paths for text in get_text_at_path(value, path))
 
