@@ -429,6 +429,24 @@ async def test_a_child_process_not_a_retrieval_builds_the_graphs_due(
         await _same_rankings(again, oracle)
 
 
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="CPU niceness is POSIX's")
+async def test_the_child_builds_at_a_lower_priority_than_the_queries_beside_it(
+    backend, tmp_path, monkeypatch
+):
+    target = await shared_target(backend, tmp_path)
+    told = tmp_path / "niceness"
+    monkeypatch.setattr(graph_builds, "CHILD", "tests.contract.niceness_graph_child")
+    monkeypatch.setenv("LOOPCTL_MEMORY_TEST_NICENESS", str(told))
+    store, oracle = await _pair(target, IN_THE_BACKGROUND)
+    try:
+        await _both(store, oracle, _entries(0, 40))
+        await _same_rankings(store, oracle)  # starts the child
+        await store.build_indexes()  # waits for it
+    finally:
+        await store.close()
+    assert int(told.read_text("utf-8")) > os.nice(0)
+
+
 async def test_closing_the_store_stops_the_child_still_building(
     backend, tmp_path, caplog, monkeypatch
 ):

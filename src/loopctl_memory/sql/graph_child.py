@@ -10,6 +10,7 @@ another process built them first); 1 with the reason on stderr otherwise.
 
 from __future__ import annotations
 
+import os
 from typing import Any, NoReturn
 
 from loopctl_memory.errors import EmbedderError
@@ -49,8 +50,18 @@ async def build(target: str, name: str, dims: int, vector_loose: int) -> int:
         return await store.build_indexes()
 
 
+_NICENESS = 10  # a build's CPU goes to the parent's queries first
+
+
 def main() -> NoReturn:
-    """Build what stdin names; exit 0, or 1 saying why on stderr."""
+    """Build what stdin names, at a lower CPU priority; exit 0, or 1 saying why on stderr.
+
+    A build takes minutes of every core it can use; a retrieval beside it (the
+    parent's, or any process's on the machine) scores exactly what has no graph
+    yet and is waited for by someone. Niced, the build yields to it.
+    """
+    if hasattr(os, "nice"):  # POSIX
+        os.nice(_NICENESS)
     run_child(lambda asked: build(*request(asked)))
 
 
