@@ -28,13 +28,15 @@ from benchmarks import workloads
 from benchmarks.lifecycle_bench import percentile, timings_ms, write_section
 from benchmarks.run import machine, parse_size, size_label
 from loopctl_memory import open_store
-from loopctl_memory.mcp_server.tools import RECALL_RANKING
+from loopctl_memory.rankings import best_ranking
 from mcp import Client, StdioServerParameters
 
 LIMIT = 5
 BATCH = 5_000
 ENTRY_POINT = Path(sys.executable).parent / "loopctl-memory"
 BEGIN, END = "<!-- mcp: begin -->", "<!-- mcp: end -->"
+
+_RECALLED = best_ranking(has_embedder=False)  # what recall ranks by with no embedder
 
 
 def _log(message: str) -> None:
@@ -58,7 +60,7 @@ async def compare(db: Path, queries: list[str], *, track_access: bool) -> tuple[
     remote: list[float] = []
     found = 0
     async with (
-        open_store(db, track_access=track_access, ranking=RECALL_RANKING) as store,
+        open_store(db, track_access=track_access, ranking=_RECALLED) as store,
         Client(server) as client,
     ):
         await store.retrieve(queries[0], LIMIT)  # both copies loaded: time queries, not loads

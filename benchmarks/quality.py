@@ -270,7 +270,8 @@ def cosine_rankings(
             query = embedder.embed_query(question.text).astype(np.float64)
             scores = rows @ (query / max(float(np.linalg.norm(query)), 1e-30))
             best_first = np.argsort(-scores, kind="stable")
-            answers.append([talk.turns[i].id for i in best_first[:LIMIT]])
+            kept = [i for i in best_first[:LIMIT] if scores[i] > 0]  # as the store: above 0
+            answers.append([talk.turns[i].id for i in kept])
     return answers
 
 

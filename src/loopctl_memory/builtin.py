@@ -30,7 +30,7 @@ from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.keys import keyed, replaced_ids
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
-from loopctl_memory.rankings import Explanation, check_ranking
+from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation, check_ranking
 from loopctl_memory.scoring import PRUNE_BELOW, baseline_score, parse_query
 
 
@@ -273,6 +273,8 @@ class InMemoryStore(InMemoryVectors):
                 (float(found.scores[n]), self._entries[n], int(n))
                 for n in np.flatnonzero(found.competing)
             ]
+        if chosen in EMBEDDING_RANKINGS:  # a score of 0 or less: nothing in common
+            scored = [item for item in scored if item[0] > 0.0]
         if passes is not None:
             scored = [item for item in scored if passes.matches(item[1])]
         if expiry.any_expiring(self._entries):

@@ -32,6 +32,7 @@ from loopctl_memory.cli.rendering import (
 )
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.entry_json import entry_from_json, entry_to_json
+from loopctl_memory.rankings import best_ranking
 from loopctl_memory.sql.opening import open_store
 from loopctl_memory.sql.store import SqlMemoryStore
 
@@ -43,6 +44,9 @@ SEARCHES = (
     ("rate limit http", 3),
 )
 """What the demo agent asks its memory, with how many answers it wants."""
+
+RANKING = best_ranking(has_embedder=False)
+"""What the demo ranks by: the best ranking of a store with no embedder, as `search`'s."""
 
 
 def demo_memories() -> list[MemoryEntry]:
@@ -98,8 +102,8 @@ async def run(path: Path, console: Console) -> None:
         await store.store_many(memories)
         console.print(f"stored {await store.count()} memories in one transaction\n")
         for query, limit in SEARCHES:
-            console.print(Text(f"search {query!r}, best {limit}:", style="bold"))
-            scored = await store.retrieve_scored(query, limit)
+            console.print(Text(f"search {query!r}, best {limit} by {RANKING}:", style="bold"))
+            scored = await store.retrieve_scored(query, limit, ranking=RANKING)
             console.print(
                 SearchResults(
                     [
@@ -113,12 +117,14 @@ async def run(path: Path, console: Console) -> None:
         console.print(consolidation_view(store.target, stats))
         console.print()
         before = await _snapshot(store)
-        answers = [await store.retrieve(query, limit) for query, limit in SEARCHES]
+        answers = [await store.retrieve(query, limit, ranking=RANKING) for query, limit in SEARCHES]
 
     console.print("closed the store; reopening it ...")
     async with open_store(path, migrate=False) as store:
         after = await _snapshot(store)
-        answers_after = [await store.retrieve(query, limit) for query, limit in SEARCHES]
+        answers_after = [
+            await store.retrieve(query, limit, ranking=RANKING) for query, limit in SEARCHES
+        ]
         if after != before or answers_after != answers:
             raise RuntimeError(f"the reopened store at {path} differs from what was closed")
         console.print(

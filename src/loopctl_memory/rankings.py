@@ -21,6 +21,17 @@ RANKINGS = LEXICAL_RANKINGS + EMBEDDING_RANKINGS
 """Every ranking ``retrieve`` knows."""
 
 
+def best_ranking(*, has_embedder: bool) -> str:
+    """The best ranking a store has: ``hybrid`` with an embedder, else ``bm25``.
+
+    What every interface for people and agents (the CLI's ``search``, the MCP
+    server's ``recall``, the demo) ranks by unless told otherwise; the library's
+    ``retrieve`` keeps ``reference``, loopctl 0.1.0's (the contract). Measured
+    on the LoCoMo dev set in the README's tables.
+    """
+    return "hybrid" if has_embedder else "bm25"
+
+
 def check_ranking(value: object, *, has_embedder: bool = False, what: str = "ranking") -> str:
     """``value`` if it names a ranking a store (with an embedder or not) can rank by.
 

@@ -228,7 +228,7 @@ def test_search_never_reads_memories_as_markup(on_db, db):
 def test_search_json_lists_the_entries_best_first(on_db, db):
     low, high = entry("match", relevance=0.1), entry("match", relevance=0.9)
     store_entries(db, [low, high, entry("other", relevance=0.0)])
-    result = on_db("search", "match", "--limit", "2", "--json")
+    result = on_db("search", "match", "--limit", "2", "--json", "--ranking", "reference")
     assert 0 == result.exit_code, result.output
     found = json.loads(result.stdout)
     assert [entry_to_dict(high), entry_to_dict(low)] == [

@@ -52,3 +52,12 @@ def test_the_demo_data_ships_inside_the_package_and_covers_every_category():
     assert 30 <= len(memories) <= 50
     assert set(MemoryCategory) == {entry.category for entry in memories}
     assert len(memories) == len({entry.id for entry in memories})
+
+
+def test_the_demo_ranks_by_bm25_the_best_ranking_of_a_store_without_an_embedder(tmp_path):
+    output = run_demo(tmp_path)
+    assert "search 'database is locked', best 3 by bm25:" in output
+    with sync.open_store(tmp_path / "memory.db") as store:
+        [best, *_] = store.retrieve("database is locked", 3, ranking="bm25")
+        assert best.memory.startswith("`database is locked`")
+        assert store.short_id(best.id) in output.split("search 'flaky pytest'")[0]

@@ -22,6 +22,7 @@ from tests.deploy_memories import (
     RECENT_STRATEGY,
     UNRELATED,
 )
+from tests.embedders import fake_provider
 
 from .conftest import assert_fails, json_score, store_entries
 
@@ -85,7 +86,7 @@ def test_search_ranking_answers_as_the_library_ranks_scores_included(on_db, stor
 
 def test_bm25_ranks_by_bm25_and_the_reference_does_not(on_db, stored):
     bm25 = memories(on_db("search", "deploy disk", "--ranking", "bm25", "--json"))
-    reference = memories(on_db("search", "deploy disk", "--json"))
+    reference = memories(on_db("search", "deploy disk", "--ranking", "reference", "--json"))
     padded = memories(on_db("search", "deploy disk", "--json", "--include-unmatched"))
     assert [text for text, _ in library(stored, "deploy disk", "bm25")] == bm25
     assert UNRELATED.memory not in bm25  # BM25 ranks only what shares a word with the query
@@ -118,11 +119,41 @@ def test_the_global_ranking_sets_the_default_and_search_ranking_overrides_it(on_
 
 
 def test_the_ranking_variable_sets_the_default(on_db, stored, monkeypatch):
-    monkeypatch.setenv(RANKING_ENVVAR, "bm25")
-    assert library(stored, "deploy", "bm25") == searched(on_db("search", "deploy", "--json"))
+    monkeypatch.setenv(RANKING_ENVVAR, "reference")
     reference = library(stored, "deploy", "reference")
-    assert reference == searched(on_db("search", "deploy", "--ranking", "reference", "--json"))
-    assert reference == searched(on_db("--ranking", "reference", "search", "deploy", "--json"))
+    assert reference == searched(on_db("search", "deploy", "--json"))
+    bm25 = library(stored, "deploy", "bm25")
+    assert bm25 == searched(on_db("search", "deploy", "--ranking", "bm25", "--json"))
+    assert bm25 == searched(on_db("--ranking", "bm25", "search", "deploy", "--json"))
+
+
+def test_search_ranks_by_bm25_without_an_embedder_not_the_reference(on_db, stored):
+    """The best ranking the database has: "the" matches nothing, no unrelated padding."""
+    assert library(stored, "deploy", "bm25") == searched(on_db("search", "deploy", "--json"))
+    assert library(stored, "deploy", "reference") != library(stored, "deploy", "bm25")
+    assert [] == searched(on_db("search", "the", "--json"))
+    assert "--ranking reference" in on_db("search", "--help").stdout
+
+
+def test_search_ranks_by_hybrid_with_a_recorded_embedder(on_db, db, monkeypatch):
+    fake_provider(monkeypatch)
+    assert 0 == on_db("init", "--embedder", "fastembed:fake-words").exit_code
+    for text in ("deploying the cache node failed", "lunch at noon"):
+        assert 0 == on_db("add", text, "--category", "fact").exit_code
+    found = searched(on_db("search", "deploying", "--json"))
+    assert ["deploying the cache node failed"] == [text for text, _ in found]
+
+    async def hybrid() -> list[tuple[str, float]]:
+        async with open_store(db, migrate=False, embedder="fastembed:fake-words") as store:
+            scored = await store.retrieve_scored("deploying", 10, ranking="hybrid")
+            return [(entry.memory, json_score(score, "hybrid")) for entry, score in scored]
+
+    assert asyncio.run(hybrid()) == found
+
+
+def test_include_unmatched_is_the_reference_padding_and_refused_with_another_ranking(on_db, stored):
+    padded = on_db("search", "the of and", "--include-unmatched", "--ranking", "bm25")
+    assert_fails(padded, 2, "--include-unmatched applies to --ranking reference only")
 
 
 def test_the_table_shows_a_bm25_score_above_one_to_four_significant_digits(on_db, stored):
@@ -278,4 +309,8 @@ def test_search_context_weighs_the_neighbours_and_zero_turns_it_off(on_db, db):
     assert ["cache deploy started"] == [f["memory"] for f in plain]
     assert_fails(on_db("search", "x", "--ranking", "bm25", "--context", "often"), 2, "--context")
     assert_fails(on_db("search", "x", "--ranking", "bm25", "--context", "-1"), 2, "--context")
-    assert_fails(on_db("search", "x", "--context", "0.5"), 2, "--context applies to")
+    assert_fails(
+        on_db("search", "x", "--ranking", "reference", "--context", "0.5"),
+        2,
+        "--context applies to",
+    )

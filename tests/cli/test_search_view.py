@@ -76,7 +76,7 @@ def test_search_shows_the_whole_short_id_exact_score_and_memory_at_any_width(
     monkeypatch.setenv("COLUMNS", str(width))
     [(first, score), _] = scored(db, "database locked")
     assert long_entry == first
-    result = on_db("search", "database locked")
+    result = on_db("search", "database locked", "--ranking", "reference")
     assert 0 == result.exit_code, result.output
     lines = result.stdout.splitlines()
     assert all(len(line) <= width for line in lines)
@@ -145,7 +145,7 @@ def test_search_json_gives_each_entry_its_score_from_retrieve_scored(on_db, db):
         entry_to_dict(entry) | {"score": json_score(score)}
         for entry, score in scored(db, "database")
     ]
-    result = on_db("search", "database", "--json")
+    result = on_db("search", "database", "--json", "--ranking", "reference")
     assert 0 == result.exit_code, result.output
     assert expected == json.loads(result.stdout)
 
@@ -320,7 +320,7 @@ def test_a_prefix_that_is_not_four_hex_digits_is_a_usage_error(on_db, command, g
 
 def test_json_gives_a_binary32_score_in_its_shortest_form(on_db, db):
     store_entries(db, [fact("alpha beta", relevance=0.85)])
-    result = on_db("search", "alpha zeta", "--json")
+    result = on_db("search", "alpha zeta", "--json", "--ranking", "reference")
     assert 0 == result.exit_code, result.output
     assert '"score": 0.725' in result.stdout  # 0.85*0.5 + 0.4/2 + 0.1, in binary32
     assert "0.7250000238418579" not in result.stdout

@@ -364,3 +364,20 @@ async def test_a_text_the_embedder_always_refuses_is_not_retried_by_every_write(
             await target.embed_pending()
         assert embedder.document_calls - before == 11
         assert await target.pending_embeddings() == 2
+
+
+async def test_the_vector_rankings_list_no_memory_scored_zero_or_less(store_factory):
+    store = await store_factory(embedder=WordsEmbedder())
+    oracle = InMemoryStore(embedder=WordsEmbedder())
+    texts = ("alpha one", "beta two", "gamma three", "delta four", "")
+    for target in (store, oracle):
+        await target.store_many([MemoryEntry(MemoryCategory.FACT, text) for text in texts])
+    for ranking in ("vector", "hybrid"):
+        for query in ("alpha", "beta two", "nothing shared"):
+            found = await store.retrieve_scored(query, 10, ranking=ranking)
+            assert all(score > 0 for _, score in found), (ranking, query, found)
+            expected = await oracle.retrieve_scored(query, 10, ranking=ranking)
+            assert [(e.memory, s) for e, s in expected] == [(e.memory, s) for e, s in found]
+    hybrid = await store.retrieve("alpha", 10, ranking="hybrid")
+    assert "alpha one" == hybrid[0].memory
+    assert len(hybrid) < len(texts) - 1  # the farthest vector with no word in common: 0

@@ -50,7 +50,8 @@ def _brute_cosines(entries: list[MemoryEntry], query: str, dims: int) -> list[fl
 
 def _best(scores: list[float], entries: list[MemoryEntry], keep: list[bool], limit: int):
     order = sorted(
-        (n for n in range(len(entries)) if keep[n]), key=lambda n: (-scores[n], n)
+        (n for n in range(len(entries)) if keep[n] and scores[n] > 0),  # none scored 0 or less
+        key=lambda n: (-scores[n], n),
     )  # best first, ties in insertion order
     return [(entries[n].id, scores[n]) for n in order[:limit]]
 
@@ -113,15 +114,17 @@ async def test_an_entry_is_stored_whatever_the_embedder_does_and_pending_until_e
     assert await store.count() == 30
     pending = await store.pending_embeddings()
     assert 0 < pending < 30
-    seen = await store.retrieve("cache", 1_000, ranking="vector")
-    assert len(seen) == 30 - pending  # the vector ranking does not see a pending entry
+    seen = await store.retrieve_scored("cache", 1_000, ranking="vector")
     assert len(await store.retrieve("cache", 1_000, ranking="bm25")) == len(
         await InMemoryStore(entries).retrieve("cache", 1_000, ranking="bm25")
     )  # the lexical rankings see every entry
     embedder._fails = lambda call: False  # the service is back
     assert await store.embed_pending(batch_size=4) == pending
     assert await store.pending_embeddings() == 0
-    assert len(await store.retrieve("cache", 1_000, ranking="vector")) == 30
+    after = await store.retrieve_scored("cache", 1_000, ranking="vector")
+    positive = [score for score in _brute_cosines(entries, "cache", 16) if score > 0]
+    assert len(after) == len(positive)  # every entry scored above 0, once all have a vector
+    assert {(e.id, s) for e, s in seen} < {(e.id, s) for e, s in after}  # none pending before
 
 
 async def test_a_successful_write_also_embeds_the_pending_entries():

@@ -25,7 +25,7 @@ from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter
-from loopctl_memory.rankings import EMBEDDING_RANKINGS, RANKINGS
+from loopctl_memory.rankings import EMBEDDING_RANKINGS, RANKINGS, best_ranking
 
 if TYPE_CHECKING:
     from loopctl_memory.context import Context
@@ -111,10 +111,6 @@ def add(
     click.echo(str(entry.id))
 
 
-SEARCH_RANKING = "reference"
-"""What ``search`` ranks by when no ``--ranking`` says: the library's default, loopctl 0.1.0's."""
-
-
 @click.command(
     epilog=example(
         f'{PROG} search "database is locked"',
@@ -142,7 +138,9 @@ SEARCH_RANKING = "reference"
     "word with the query), "
     "'vector' (cosine with the query's vector: memories that have one) or 'hybrid' "
     "(BM25 and cosine fused; the best quality). The last two need an embedder. "
-    "Default: the global --ranking, else reference.",
+    "Default: the global --ranking, else the best the database has: hybrid with an "
+    "embedder, bm25 without. --ranking reference ranks as the Python library's retrieve "
+    "does by default.",
 )
 @click.option(
     "--category",
@@ -192,8 +190,8 @@ SEARCH_RANKING = "reference"
 @click.option(
     "--include-unmatched",
     is_flag=True,
-    help="With ranking 'reference': also show the memories no word of the query matched, "
-    "as the library's retrieve pads its answer with them.",
+    help="Rank by 'reference' and also show the memories no word of the query matched, "
+    "as the library's retrieve pads its answer with them (not with another --ranking).",
 )
 @click.option(
     "--descendants",
@@ -237,7 +235,11 @@ def search(
         raise click.UsageError(
             f"--since ({since.isoformat()}) must be before --until ({until.isoformat()})"
         )
-    chosen = ranking or settings.ranking or SEARCH_RANKING
+    asked = ranking or settings.ranking
+    if include_unmatched:  # the reference's padding: it ranks by the reference
+        if asked not in (None, "reference"):
+            raise click.UsageError("--include-unmatched applies to --ranking reference only")
+        asked = "reference"
     passes = MemoryFilter(
         categories=frozenset(map(MemoryCategory, categories)) or None,
         tags_any=tags or None,
@@ -247,7 +249,8 @@ def search(
         metadata=_checked_conditions(where),
     )
 
-    async def work(store: SqlMemoryStore) -> tuple[list[SearchResult], str]:
+    async def work(store: SqlMemoryStore) -> tuple[list[SearchResult], str, str]:
+        chosen = asked or best_ranking(has_embedder=store.embedder is not None)
         if chosen in EMBEDDING_RANKINGS:
             need_embedder(store)
         if weighing is not None and chosen == "reference" and weighing != "auto" and weighing > 0:
@@ -265,9 +268,9 @@ def search(
             for entry, score in scored
         ]
         why = "" if found or as_json else await _nothing_found(store, chosen, passes, descendants)
-        return found, why
+        return found, why, chosen
 
-    found, why = with_store(settings, work, descendants=descendants)
+    found, why, chosen = with_store(settings, work, descendants=descendants)
     if as_json:
         from loopctl_memory.cli.rendering import json_score
 

@@ -36,10 +36,10 @@ _HELP = {
     "`export`, `stats` and `scopes` cover the scopes below it too. Default: the root.",
     "read_only": "Open the database without writing anything (a read-only file, mount or "
     "directory): reads work, writes are refused.",
-    "ranking": "The default ranking: 'reference' (loopctl 0.1.0's score; the default of "
-    "`search`), 'bm25' (Lucene BM25; the default of the MCP tool `recall` without an "
-    "embedder), 'vector' (cosine of the embedder's vectors) or 'hybrid' (BM25 and cosine "
-    "fused; `recall`'s default with an embedder). `search --ranking` chooses for one search.",
+    "ranking": "The ranking of `search` and of the MCP tool `recall`: 'bm25' (Lucene BM25; "
+    "the default without an embedder), 'hybrid' (BM25 and cosine fused; the default with "
+    "one), 'vector' (cosine of the embedder's vectors) or 'reference' (loopctl 0.1.0's "
+    "score, the Python library's default). `search --ranking` chooses for one search.",
     "embedder": "The embedder that makes the vectors: 'sentence-transformers:MODEL', "
     "'fastembed:MODEL', 'openai:MODEL', 'ollama:MODEL' or 'python:MODULE:NAME'; "
     "'none' for no embedder. Default: the one `init --embedder` recorded in the database.",

@@ -42,7 +42,7 @@ from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.mcp_server.stdio import serve_stdio
 from loopctl_memory.protocol import Embedder
-from loopctl_memory.rankings import LEXICAL_RANKINGS, RANKINGS, check_ranking
+from loopctl_memory.rankings import LEXICAL_RANKINGS, RANKINGS, best_ranking, check_ranking
 from loopctl_memory.scopes import relative
 from loopctl_memory.sql.opening import RECORDED, OpenOptions, open_store
 from loopctl_memory.sql.store import SqlMemoryStore
@@ -54,14 +54,6 @@ _log = logging.getLogger(__name__)
 
 RECALL_LIMIT = 50
 """The most memories one ``recall`` returns: a model's context is the budget."""
-
-RECALL_RANKING = "bm25"
-"""What ``recall`` ranks by unless the server or the call says otherwise: an agent wants
-the memories about what it asked, which BM25 finds far more often than the reference."""
-
-RECALL_RANKING_WITH_EMBEDDER = "hybrid"
-"""What ``recall`` ranks by on a store with an embedder: BM25 and cosine fused find an
-answer's memory more often than either alone (see benchmarks/RESULTS.md)."""
 
 _CATEGORIES = [category.value for category in MemoryCategory]
 
@@ -516,7 +508,7 @@ def _ranking_schema(offered: list[str]) -> Any:
 
 def _recall_rankings(ranking: str | None, *, has_embedder: bool) -> tuple[list[str], str]:
     """The rankings ``recall`` offers, and its default (``ranking``, else the usual one)."""
-    default = ranking or (RECALL_RANKING_WITH_EMBEDDER if has_embedder else RECALL_RANKING)
+    default = ranking or best_ranking(has_embedder=has_embedder)
     offered = RANKINGS if has_embedder else LEXICAL_RANKINGS
     return list(offered), check_ranking(default, has_embedder=has_embedder)
 

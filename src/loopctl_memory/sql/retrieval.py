@@ -23,7 +23,7 @@ from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import EPOCH, MICROSECOND
 from loopctl_memory.lifecycle import access_matches, check_now, stamp_accessed
-from loopctl_memory.rankings import Explanation, explain_single
+from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation, explain_single
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
 from loopctl_memory.sql import entry_rows, filtering
@@ -163,19 +163,26 @@ def needs(request: Request) -> Needs:
 def ranked(snapshot: Snapshot, request: Request) -> list[Scored]:
     """The best entries for ``request``, best first, with their scores' own and context parts.
 
-    ``snapshot`` is taken with (at least) :func:`needs`.
+    ``vector`` and ``hybrid`` return only entries scored above 0 (a cosine, or
+    both parts, at their lowest: nothing in common with the query). ``snapshot``
+    is taken with (at least) :func:`needs`.
     """
     passes = request.passes
     allowed = filtering.passing(snapshot, passes) if passes is not None else None
     if request.clock is not None:
         allowed = filtering.unexpired(snapshot.reader, request.clock, snapshot.size, allowed)
+    found: list[Scored] | None = None
     if request.ranking != "reference" and request.context != 0.0:
         weights = context.weights(snapshot, request.scope, request.context)
         if weights is not None:
             scorer = _scorer(snapshot, request)
-            return context.top_scored(snapshot, scorer, weights, allowed, request.limit)
-    found = _plain(snapshot, request, allowed)
-    return [Scored(seq, score, score, 0.0, 0.0) for seq, score in found]
+            found = context.top_scored(snapshot, scorer, weights, allowed, request.limit)
+    if found is None:
+        plain = _plain(snapshot, request, allowed)
+        found = [Scored(seq, score, score, 0.0, 0.0) for seq, score in plain]
+    if request.ranking in EMBEDDING_RANKINGS:  # best first: what scores 0 or less is last
+        found = [item for item in found if item.score > 0.0]
+    return found
 
 
 def _scorer(snapshot: Snapshot, request: Request) -> context.Scorer:
