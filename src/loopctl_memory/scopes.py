@@ -20,8 +20,8 @@ def check_name(name: object) -> str:
 
     Raises:
         InvalidArgumentError: it is not a str, is empty, longer than 255
-            characters, has an empty segment (``"a//b"``, ``"/a"``, ``"a/"``),
-            or cannot be encoded as UTF-8.
+            characters, has an empty segment (``"a//b"``, ``"/a"``, ``"a/"``)
+            or a ``.`` or ``..`` one (``"../etc"``), or cannot be encoded as UTF-8.
 
     """
     if not isinstance(name, str):
@@ -34,8 +34,13 @@ def check_name(name: object) -> str:
         raise InvalidArgumentError(
             f"a scope name has at most {MAX_LENGTH} characters, not {len(name)}"
         )
-    if "" in name.split("/"):
+    segments = name.split("/")
+    if "" in segments:
         raise InvalidArgumentError(f"scope name {name!r} has an empty segment")
+    if "." in segments or ".." in segments:  # read as paths, they would leave the scope
+        raise InvalidArgumentError(
+            f"scope name {name!r} has a '.' or '..' segment: a scope is only ever below another"
+        )
     try:
         name.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -249,11 +249,6 @@ def test_search_on_an_empty_database_says_so(on_db):
     assert "No memories" in result.stderr
 
 
-def test_search_limit_zero_returns_nothing(on_db, db):
-    store_entries(db, [entry("a")])
-    assert [] == json.loads(on_db("search", "a", "-n", "0", "--json").stdout)
-
-
 # --- consolidate ---
 
 

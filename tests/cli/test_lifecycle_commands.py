@@ -40,7 +40,7 @@ def test_scope_option_and_variable_put_and_find_memories_in_their_scope(on_db, d
     assert ["bob likes coffee"] == _memories(db, "acme/bob")
 
 
-@pytest.mark.parametrize("bad", ["a//b", "/a", "x" * 256])
+@pytest.mark.parametrize("bad", ["a//b", "/a", "x" * 256, "../etc", "a/./b"])
 def test_a_bad_scope_is_a_usage_error(on_db, bad):
     result = on_db("--scope", bad, "stats")
     assert 2 == result.exit_code

@@ -181,12 +181,13 @@ def test_a_short_id_costs_one_lookup_when_eight_digits_are_unique(on_db, db, mon
     assert all(8 == len(prefix) for prefix in lookups)
 
 
-def test_a_short_id_is_unique_in_the_scope_searched_not_across_scopes(on_db, db, monkeypatch):
+def test_a_short_id_is_unique_in_the_scope_and_below_where_get_looks(on_db, db, monkeypatch):
     store_entries(db, [fact("root twin", id=uuid.UUID("abcdef0123" + "0" * 22))])
     store_in_scope(db, "team", [fact("team twin", id=uuid.UUID("abcdef0123" + "f" * 22))])
     monkeypatch.setenv("COLUMNS", "120")
-    assert "abcdef01" in on_db("search", "twin").stdout.split()
+    assert "abcdef01230" in on_db("search", "twin").stdout.split()  # team/ holds a twin
     assert "abcdef01" in on_db("--scope", "team", "search", "twin").stdout.split()
+    assert "root twin" in on_db("get", "abcdef01230").stdout
 
 
 # --- get, update and delete take a full id or a unique prefix ---
@@ -285,11 +286,18 @@ def test_search_shows_the_twins_by_their_unique_eight_digits(on_db, monkeypatch)
     assert {"abcdef01", "abcdef02"} <= set(shown)
 
 
-def test_a_prefix_in_another_scope_is_not_found_nor_ambiguous(on_db, db):
+def test_a_prefix_reaches_below_the_scope_never_beside_or_above_it(on_db, db):
     store_entries(db, [fact("root", id=TWINS[0])])
     store_in_scope(db, "team", [fact("team", id=TWINS[1])])
-    assert "root" == json.loads(on_db("get", "abcdef", "--json").stdout)["memory"]
-    assert_fails(on_db("get", "abcdef02"), 1, "no memory with id abcdef02")
+    store_in_scope(
+        db, "other", [fact("other", id=uuid.UUID("abcdef03-2345-4000-8000-000000000003"))]
+    )
+    assert_fails(on_db("get", "abcdef"), 1, "matches several memories")
+    assert "team" == json.loads(on_db("get", "abcdef02", "--json").stdout)["memory"]
+    assert (
+        "team" == json.loads(on_db("--scope", "team", "get", "abcdef", "--json").stdout)["memory"]
+    )
+    assert_fails(on_db("--scope", "team", "get", "abcdef01"), 1, "in scope team or below")
 
 
 @pytest.mark.usefixtures("twins")
@@ -346,13 +354,53 @@ def test_a_scope_with_nothing_found_says_where_the_memories_are(on_db, db):
     assert 0 == result.exit_code, result.output
     assert "" == result.stdout
     assert (
-        "No memories stored in scope acme. The scopes below acme hold 2 memories:"
-        " add --descendants to search them too.\n"
+        "No memories stored in scope acme. Scopes below match: acme/bob (1). Add --descendants"
+        " to search them too, or --scope NAME to search one.\n"
     ) == result.stderr
     below = on_db("--scope", "acme", "search", "build", "--descendants", "--json")
     assert ["the build uses make"] == [hit["memory"] for hit in json.loads(below.stdout)]
     padded = on_db("--scope", "acme", "search", "build", "--descendants", "--include-unmatched")
     assert "lunch at noon" in padded.stdout
+
+
+def test_a_search_at_the_root_says_which_scopes_below_match(on_db, db):
+    store_in_scope(db, "acme/support/alice", [fact("refund within 30 days")])
+    store_in_scope(db, "acme/bob", [fact("refund denied"), fact("refund again")])
+    store_in_scope(db, "other", [fact("lunch at noon")])
+    store_entries(db, [fact("the root's own note")])
+    result = on_db("search", "refund")
+    assert (
+        "",
+        "No memories match the query. Scopes below match: acme/bob (2),"
+        " acme/support/alice (1). Add --descendants to search them too, or --scope NAME"
+        " to search one.\n",
+    ) == (result.stdout, result.stderr)
+    nothing = on_db("search", "zebra")
+    assert "No memories match the query.\n" == nothing.stderr
+
+
+def test_an_id_reaches_every_scope_below_the_one_worked_in(on_db, db):
+    alice, bob = fact("refund within 30 days"), fact("refund denied")
+    store_in_scope(db, "acme/support/alice", [alice])
+    store_in_scope(db, "acme/bob", [bob])
+    found = json.loads(on_db("search", "refund", "--descendants", "--json").stdout)
+    assert {str(alice.id), str(bob.id)} == {hit["id"] for hit in found}
+    short = str(alice.id)[:8]
+    assert "refund within 30 days" in on_db("get", short).stdout
+    assert "refund within 30 days" in on_db("--scope", "acme", "get", short).stdout
+    assert_fails(on_db("--scope", "acme/bob", "get", short), 1, "in scope acme/bob or below")
+    updated = on_db("--scope", "acme", "update", str(alice.id), "--relevance", "0.25", "--json")
+    assert 0.25 == json.loads(updated.stdout)["relevance"]
+    assert_fails(on_db("--scope", "other", "delete", str(bob.id)), 1, "nothing was deleted")
+    assert f"Deleted {bob.id}" in on_db("delete", str(bob.id)[:8]).stdout
+    assert [str(alice.id)] == [
+        hit["id"] for hit in json.loads(on_db("search", "refund", "--descendants", "--json").stdout)
+    ]
+
+
+def test_search_asks_for_at_least_one_memory(on_db, db):
+    store_entries(db, [fact("alpha")])
+    assert_fails(on_db("search", "alpha", "--limit", "0"), 2, "--limit")
 
 
 def test_search_leaves_out_what_no_word_matched_unless_asked(on_db, db):

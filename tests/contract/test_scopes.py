@@ -58,7 +58,11 @@ def fact(memory: str, **fields: Any) -> MemoryEntry:
 
 
 @pytest.mark.parametrize(
-    "name", ["", "/", "a/", "/a", "a//b", "x" * 256, 7, None, "bad\udc80surrogate"]
+    "name",
+    [
+        *("", "/", "a/", "/a", "a//b", "x" * 256, 7, None, "bad\udc80surrogate"),
+        *(".", "..", "../etc", "a/./b", "a/..", "acme/../other"),
+    ],
 )
 async def test_a_scope_name_must_be_a_non_empty_path_of_non_empty_segments(store, name):
     with pytest.raises(InvalidEntryError):

@@ -160,9 +160,10 @@ async def test_a_client_can_narrow_the_servers_scope_but_never_leave_it(db):
         made = await call(client, "remember", memory="team note")
         await call(client, "remember", memory="agent note", scope="agent-7")
         assert [] == (await call(client, "recall", query="secret"))["memories"]
-        for escape in ("..", "../team-2", "/team-2", "", "a//b"):
+        for escape in ("..", "../team-2", "/team-2", "", "a//b", ".", "agent-7/../../team-2"):
             result = await client.call_tool("recall", {"query": "secret", "scope": escape})
             assert result.is_error or [] == result.structured_content["memories"], escape
+        assert "'..'" in await error_of(client, "remember", memory="x", scope="a/../b")
         [note] = (await call(client, "recall", query="note", scope="agent-7"))["memories"]
         assert "agent note" == note["memory"]
         assert {"": 1, "agent-7": 1} == (await call(client, "memory_stats"))["scopes"]
@@ -300,3 +301,33 @@ async def test_a_read_only_server_recalls_and_refuses_writes(db):
         assert "read-only" in await error_of(client, "forget_memory", id=found["id"])
         assert 1 == (await call(client, "memory_stats"))["entries"]
     assert before == db.read_bytes()
+
+
+async def test_recall_says_which_scopes_below_match_and_ids_reach_below(tmp_path: Path):
+    db = tmp_path / "memory.db"
+    alice = MemoryEntry(MemoryCategory.FACT, "refund within 30 days")
+    async with open_store(db) as store:
+        await store.scope("acme/support/alice").store(alice)
+        await store.scope("acme/bob").store(MemoryEntry(MemoryCategory.FACT, "refund denied"))
+        await store.store(MemoryEntry(MemoryCategory.FACT, "the root's own note"))
+    async with server(db) as client:
+        assert {"memories": [], "elsewhere": {"acme/bob": 1, "acme/support/alice": 1}} == (
+            await call(client, "recall", query="refund")
+        )
+        assert {"memories": []} == await call(client, "recall", query="zebra")
+        [found] = (await call(client, "recall", query="refund", scope="acme/support/alice"))[
+            "memories"
+        ]
+        assert str(alice.id) == found["id"]
+        updated = await call(client, "update_memory", id=str(alice.id), relevance=0.25)
+        assert 0.25 == updated["relevance"]
+        assert "no memory" in await error_of(
+            client, "forget_memory", id=str(alice.id), scope="acme/bob"
+        )
+        assert {"forgotten": str(alice.id)} == await call(
+            client, "forget_memory", id=str(alice.id), scope="acme"
+        )
+    async with server(db, scope="acme") as client:
+        assert {"memories": [], "elsewhere": {"bob": 1}} == await call(
+            client, "recall", query="refund"
+        )

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from loopctl_memory import scopes as scope_names
 from loopctl_memory.cli.arguments import (
     CATEGORIES,
     duration,
@@ -30,6 +33,13 @@ from loopctl_memory.rankings import EMBEDDING_RANKINGS, RANKINGS, best_ranking
 if TYPE_CHECKING:
     from loopctl_memory.context import Context
     from loopctl_memory.sql.store import SqlMemoryStore
+
+
+def _where(settings: Settings, *, below: bool) -> str:
+    """Where a lookup looked, for its error: `` in scope S (or below)``, or nothing at the root."""
+    if settings.scope is None:
+        return ""
+    return f" in scope {settings.scope}{' or below' if below else ''}"
 
 
 def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
@@ -125,7 +135,7 @@ def add(
 @click.option(
     "--limit",
     "-n",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=1),
     default=10,
     show_default=True,
     help="How many memories to show at most.",
@@ -255,19 +265,26 @@ def search(
             need_embedder(store)
         if weighing is not None and chosen == "reference" and weighing != "auto" and weighing > 0:
             raise click.UsageError("--context applies to --ranking bm25, vector or hybrid")
-        scored = await store.retrieve_scored(
-            query,
-            limit,
-            ranking=chosen,
-            filter=passes,
-            matched_only=not include_unmatched,
-            context=weighing,
-        )
+
+        async def ranked(view: SqlMemoryStore) -> list[tuple[MemoryEntry, float]]:
+            return await view.retrieve_scored(
+                query,
+                limit,
+                ranking=chosen,
+                filter=passes,
+                matched_only=not include_unmatched,
+                context=weighing,
+            )
+
+        scored = await ranked(store)
+        ids = store.with_descendants()  # short ids as get, update and delete look them up
         found = [  # the JSON has the full ids: no short ids to look up
-            SearchResult(entry, score, "" if as_json else await store.short_id(entry.id))
+            SearchResult(entry, score, "" if as_json else await ids.short_id(entry.id))
             for entry, score in scored
         ]
-        why = "" if found or as_json else await _nothing_found(store, chosen, passes, descendants)
+        why = ""
+        if not found and not as_json:
+            why = await _nothing_found(store, chosen, passes, None if descendants else ranked)
         return found, why, chosen
 
     found, why, chosen = with_store(settings, work, descendants=descendants)
@@ -311,9 +328,15 @@ def _context(value: str | None) -> Context | None:
 
 
 async def _nothing_found(
-    store: SqlMemoryStore, ranking: str, passes: MemoryFilter, descendants: bool
+    store: SqlMemoryStore,
+    ranking: str,
+    passes: MemoryFilter,
+    ranked: Callable[[SqlMemoryStore], Awaitable[list[tuple[MemoryEntry, float]]]] | None,
 ) -> str:
-    """Why ``search`` found nothing, and where memories are if the scopes below hold some."""
+    """Why ``search`` found nothing, and where matches are if the scopes below hold some.
+
+    ``ranked``: the search itself, asked again of the scopes below (None: it searched them).
+    """
     where = f" in scope {store.scope_name}" if store.scope_name else ""
     filtered = not passes.is_empty
     held = await store.count()
@@ -324,14 +347,28 @@ async def _nothing_found(
         said = f"No memories{where}{passing} have a vector yet (see `{PROG} embed-pending`)."
     else:
         said = f"No memories{where} match the query{' and the filters' if filtered else ''}."
-    if store.scope_name and not descendants:
-        below = await store.with_descendants().count() - held
-        if below:
-            said += (
-                f" The scopes below {store.scope_name} hold {below} memories:"
-                " add --descendants to search them too."
+    if ranked is not None:
+        below = store.with_descendants()
+        found = await ranked(below)
+        if found:
+            said += _elsewhere(
+                store.scope_name, await below.scopes_of(entry.id for entry, _ in found)
             )
     return said
+
+
+_NAMED = 3  # the scopes a hint names, most matches first
+
+
+def _elsewhere(base: str, scopes: dict[uuid.UUID, str]) -> str:
+    """Where the matches of a search below ``base`` live, and how to see them."""
+    counts = Counter(scope_names.join(base, name) if name else base for name in scopes.values())
+    named = ", ".join(f"{name} ({count})" for name, count in counts.most_common(_NAMED))
+    more = f" and {len(counts) - _NAMED} more" if len(counts) > _NAMED else ""
+    return (
+        f" Scopes below match: {named}{more}. Add --descendants to search them too,"
+        " or --scope NAME to search one."
+    )
 
 
 @click.command(
@@ -351,7 +388,11 @@ async def _nothing_found(
 @click.option("--json", "as_json", is_flag=True, help="Print the entry as JSON.")
 @click.pass_obj
 def get(settings: Settings, given: uuid.UUID | str | None, key: str | None, as_json: bool) -> None:
-    """Show every field of the memory with this ID (the full id, or a short id from `search`)."""
+    """Show every field of the memory with this ID (the full id, or a short id from `search`).
+
+    An ID reaches the memories of --scope and of every scope below it (at the
+    root: all of them); --key those of --scope itself.
+    """
     if (given is None) == (key is None):
         raise click.UsageError("give an ID or --key, not both")
 
@@ -362,10 +403,13 @@ def get(settings: Settings, given: uuid.UUID | str | None, key: str | None, as_j
         entry_id = await resolve_id(store, given)
         return None if entry_id is None else await store.get(entry_id)
 
-    found = with_store(settings, work)
+    found = with_store(settings, work, descendants=key is None)
     if found is None:
         named = f"key {key!r}" if key is not None else f"id {given}"
-        raise click.ClickException(f"no memory with {named}; `{PROG} search` shows the ids")
+        raise click.ClickException(
+            f"no memory with {named}{_where(settings, below=key is None)}; "
+            f"`{PROG} search` shows the ids"
+        )
     _show_entry(found, as_json=as_json)
 
 
@@ -375,15 +419,20 @@ def get(settings: Settings, given: uuid.UUID | str | None, key: str | None, as_j
 @click.argument("given", metavar="ID", callback=memory_id)
 @click.pass_obj
 def delete(settings: Settings, given: uuid.UUID | str) -> None:
-    """Delete the memory with this ID (the full id, or a short id from `search`)."""
+    """Delete the memory with this ID (the full id, or a short id from `search`).
+
+    An ID reaches the memories of --scope and of every scope below it (at the root: all).
+    """
 
     async def work(store: SqlMemoryStore) -> uuid.UUID | None:
         entry_id = await resolve_id(store, given)
         return entry_id if entry_id is not None and await store.delete(entry_id) else None
 
-    deleted = with_store(settings, work)
+    deleted = with_store(settings, work, descendants=True)
     if deleted is None:
-        raise click.ClickException(f"no memory with id {given}; nothing was deleted")
+        raise click.ClickException(
+            f"no memory with id {given}{_where(settings, below=True)}; nothing was deleted"
+        )
     click.echo(f"Deleted {deleted}")
 
 
@@ -416,7 +465,8 @@ def update(
 ) -> None:
     """Change fields of the memory with this ID; it keeps its id, age and place.
 
-    ID is the full id, or a short id from `search` (at least 4 leading hex digits).
+    ID is the full id, or a short id from `search` (at least 4 leading hex digits); it
+    reaches the memories of --scope and of every scope below it (at the root: all).
     """
     changes: dict[str, Any] = {}
     if text is not None:
@@ -438,7 +488,9 @@ def update(
         entry_id = await resolve_id(store, given)
         return None if entry_id is None else await store.update(entry_id, **changes)
 
-    found = with_store(settings, work)
+    found = with_store(settings, work, descendants=True)
     if found is None:
-        raise click.ClickException(f"no memory with id {given}; nothing was changed")
+        raise click.ClickException(
+            f"no memory with id {given}{_where(settings, below=True)}; nothing was changed"
+        )
     _show_entry(found, as_json=as_json)

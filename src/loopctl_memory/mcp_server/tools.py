@@ -18,28 +18,32 @@ import contextlib
 import inspect
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib.metadata import version
-from typing import (
-    Annotated,
-    Any,
-    NotRequired,  # pydantic needs it below 3.12
-    TypeVar,
-)
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
-from typing_extensions import TypedDict
 
 from loopctl_memory.arguments import blank_typed
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
-from loopctl_memory.entry_json import timestamp
 from loopctl_memory.errors import LoopMemoryError
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.lifecycle import ConsolidationConfig
+from loopctl_memory.mcp_server.answers import (
+    Consolidated,
+    Forgotten,
+    Memory,
+    Recalled,
+    Remembered,
+    Stats,
+    memory_of,
+    recollection_of,
+)
 from loopctl_memory.mcp_server.stdio import serve_stdio
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import LEXICAL_RANKINGS, RANKINGS, best_ranking, check_ranking
@@ -76,104 +80,6 @@ Scope = Annotated[
     ),
 ]
 EntryId = Annotated[str, Field(description="The memory's id, as `remember` or `recall` gave it.")]
-
-
-class Remembered(TypedDict):
-    """What ``remember`` answers."""
-
-    id: str
-
-
-class Recollection(TypedDict):
-    """A memory as ``recall`` shows it: what a model needs to use it, and its score."""
-
-    id: str
-    memory: str
-    score: float
-    category: str
-    tags: list[str]
-    relevance: float
-    created_at: str
-    metadata: dict[str, Any]
-    key: NotRequired[str]
-    expires_at: NotRequired[str]
-
-
-class Recalled(TypedDict):
-    """What ``recall`` answers: the memories, best first."""
-
-    memories: list[Recollection]
-
-
-class Memory(TypedDict, total=False):
-    """Every field of a memory (``last_accessed`` only once it was recalled)."""
-
-    id: str
-    memory: str
-    category: str
-    tags: list[str]
-    relevance: float
-    created_at: str
-    access_count: int
-    validated: bool
-    last_accessed: str
-
-
-class Forgotten(TypedDict):
-    """What ``forget_memory`` answers."""
-
-    forgotten: str
-
-
-class Consolidated(TypedDict):
-    """What one consolidation pass did."""
-
-    entries_before: int
-    entries_after: int
-    pruned: int
-    merged: int
-
-
-class Stats(TypedDict):
-    """What a scope holds; ``scopes`` names them as the ``scope`` argument does."""
-
-    entries: int
-    by_category: dict[str, int]
-    scopes: dict[str, int]
-
-
-def _memory(entry: MemoryEntry) -> Memory:
-    shown = Memory(
-        id=str(entry.id),
-        memory=entry.memory,
-        category=entry.category.value,
-        tags=list(entry.tags),
-        relevance=float(entry.relevance),
-        created_at=timestamp(entry.created_at),
-        access_count=entry.access_count,
-        validated=entry.validated,
-    )
-    if entry.last_accessed is not None:
-        shown["last_accessed"] = timestamp(entry.last_accessed)
-    return shown
-
-
-def _recollection(entry: MemoryEntry, score: float) -> Recollection:
-    shown = Recollection(
-        id=str(entry.id),
-        memory=entry.memory,
-        score=score,
-        category=entry.category.value,
-        tags=list(entry.tags),
-        relevance=float(entry.relevance),
-        created_at=timestamp(entry.created_at),
-        metadata=entry.metadata,
-    )
-    if entry.key is not None:
-        shown["key"] = entry.key
-    if entry.expires_at is not None:
-        shown["expires_at"] = timestamp(entry.expires_at)
-    return shown
 
 
 def _changes(
@@ -345,17 +251,29 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         ones that match scores higher, and may come back itself.
 
         category, tags, since and where narrow what is ranked: each one given
-        must hold.
+        must hold. When nothing matches in the scope, "elsewhere" counts the
+        matches in the scopes below it, by scope: recall again with one as scope.
         """
         with _tool_errors():
-            found = await view(scope).retrieve_scored(
-                query,
-                min(limit, RECALL_LIMIT) if isinstance(limit, int) else limit,
-                ranking=ranking,
-                filter=_recall_filter(category, tags, since, where),
-                matched_only=not include_unmatched,
-            )
-            return Recalled(memories=[_recollection(entry, score) for entry, score in found])
+            here = view(scope)
+
+            async def ranked(searched: SqlMemoryStore) -> list[tuple[MemoryEntry, float]]:
+                return await searched.retrieve_scored(
+                    query,
+                    min(limit, RECALL_LIMIT) if isinstance(limit, int) else limit,
+                    ranking=ranking,
+                    filter=_recall_filter(category, tags, since, where),
+                    matched_only=not include_unmatched,
+                )
+
+            found = await ranked(here)
+            recalled = Recalled(memories=[recollection_of(entry, score) for entry, score in found])
+            if not found:
+                below = await ranked(here.with_descendants())
+                matched = await store.with_descendants().scopes_of(entry.id for entry, _ in below)
+                if matched:
+                    recalled["elsewhere"] = dict(Counter(matched.values()).most_common())
+            return recalled
 
     _add_recall(server, recall, offered, reads)
 
@@ -378,21 +296,27 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         validated: Annotated[bool | None, Field(description="Whether it was confirmed.")] = None,
         scope: Scope = None,
     ) -> Memory:
-        """Change fields of a memory (it keeps its id and age); answer it updated."""
+        """Change fields of a memory (it keeps its id and age); answer it updated.
+
+        The id reaches the memories of the scope and of every scope below it.
+        """
         entry_id = _entry_id(id)
         changes = _changes(memory, category, tags, relevance, validated)
         with _tool_errors():
-            found = await view(scope).update(entry_id, **changes)
+            found = await view(scope).with_descendants().update(entry_id, **changes)
             if found is None:
                 raise ToolError(f"no memory with id {entry_id}")
-            return _memory(found)
+            return memory_of(found)
 
     @_tool(server, ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     async def forget_memory(id: EntryId, scope: Scope = None) -> Forgotten:
-        """Delete a memory that is wrong or no longer true."""
+        """Delete a memory that is wrong or no longer true.
+
+        The id reaches the memories of the scope and of every scope below it.
+        """
         entry_id = _entry_id(id)
         with _tool_errors():
-            if not await view(scope).delete(entry_id):
+            if not await view(scope).with_descendants().delete(entry_id):
                 raise ToolError(f"no memory with id {entry_id}")
             return Forgotten(forgotten=str(entry_id))
 
