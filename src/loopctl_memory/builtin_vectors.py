@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from loopctl_memory import embedding
 from loopctl_memory.arguments import check_batch_size
-from loopctl_memory.embedding import QueryVectors, Vectors
+from loopctl_memory.embedding import NO_EMBEDDER, QueryVectors, Vectors
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.errors import EmbedderError
 from loopctl_memory.protocol import Embedder
@@ -66,16 +66,18 @@ class InMemoryVectors:
 
         Raises:
             InvalidArgumentError: ``batch_size`` is not an int >= 1.
-            EmbedderError: the embedder failed; the batches before it are kept.
+            EmbedderError: the store has no embedder, or it failed; the batches
+                before it are kept.
 
         """
         check_batch_size(batch_size)
+        embedder = self._embedder
+        if embedder is None:
+            raise EmbedderError(NO_EMBEDDER)
         made = 0
         pending = self._pending()
-        embedder = self._embedder
         for start in range(0, len(pending), batch_size):
             batch = pending[start : start + batch_size]
-            assert embedder is not None  # noqa: S101 - pending entries need one
             vectors = await embedding.embed_documents(
                 embedder, [entry.memory for entry in batch], self._embed_timeout
             )

@@ -39,6 +39,12 @@ EMBED_BATCH = 256
 DEFAULT_TIMEOUT = 30.0
 """Seconds an embedder call may take before the write goes on without its vectors."""
 
+NO_EMBEDDER = (
+    "making vectors needs an embedder: open the store with one (embedder=, a spec or"
+    " 'recorded' for the one it records; on the command line --embedder SPEC)"
+)
+"""What a call that must make vectors says on a store without an embedder."""
+
 _QUERIES_KEPT = 256
 
 

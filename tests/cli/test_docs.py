@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,25 @@ def test_the_readme_shows_every_command():
         if not re.search(rf"`{command}\b|{PROG}\b[^\n`]*\s{command}\b", text)
     ]
     assert [] == missing, "README.md does not show these commands"
+
+
+def test_the_readme_installs_only_what_works_from_a_checkout():
+    """Every extra it names exists and comes with its checkout form; nothing needs publishing."""
+    text = README.read_text(encoding="utf-8")
+    pyproject = tomllib.loads((README.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = set(pyproject["project"]["optional-dependencies"])
+    named = re.findall(r"pip install '[\w-]+\[([\w-]+)\]'", text)
+    assert named
+    assert set(named) <= extras
+    for paragraph in text.split("\n\n"):
+        if re.search(r"pip install '[\w-]+\[", paragraph):
+            assert "pip install -e '.[" in paragraph, paragraph
+    assert "uvx" not in text
+    assert "source .venv/bin/activate" in text
+    assert "snap-research/locomo" in text  # where the quality figures' data comes from
+
+
+def test_the_readme_says_where_blank_text_is_refused_and_where_it_is_not():
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert "The library stores a blank `memory` and empty tags, as loopctl 0.1.0 does" in text
+    assert "the command line and the MCP tools refuse them" in text

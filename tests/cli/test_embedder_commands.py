@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ import pytest
 from loopctl_memory import open_store
 from tests.embedders import fake_provider
 
-from .conftest import json_score
+from .conftest import assert_fails, json_score
 
 SPEC = "fastembed:fake-words"
 NEXT = "fastembed:fake-next"
@@ -153,6 +156,7 @@ def test_a_recorded_spec_that_cannot_be_made_is_one_line_and_none_gets_around_it
     result = on_db("search", "cache")
     assert 1 == result.exit_code
     assert "'fastembed:not-a-model-here' cannot be made" in result.output
+    assert "--embedder none" in result.output  # says what works
     assert 0 == on_db("--embedder", "none", "search", "cache").exit_code
     assert 0 == on_db("stats").exit_code  # stats needs no embedder
 
@@ -163,11 +167,14 @@ def test_a_recorded_python_spec_runs_only_when_given(on_db, monkeypatch):
     result = on_db("add", "x", "--category", "fact")
     assert 1 == result.exit_code
     assert f"this store's embedder '{CODE}' is code to run" in result.output
+    assert f"--embedder {CODE}" in result.output  # says what works: the spec itself,
+    assert "--embedder none" in result.output  # or none
+    assert 0 == on_db("--embedder", "none", "add", "y", "--category", "fact").exit_code
     assert 0 == on_db("--embedder", CODE, "add", "x", "--category", "fact").exit_code
     monkeypatch.setenv("LOOPCTL_MEMORY_EMBEDDER", CODE)
     result = on_db("search", "x", "--ranking", "vector", "--json")
     assert 0 == result.exit_code, result.output
-    assert len(json.loads(result.stdout)) == 1
+    assert ["x"] == [hit["memory"] for hit in json.loads(result.stdout)]  # "y": nothing shared
 
 
 def test_index_builds_no_graph_for_vectors_scored_faster_exactly(on_db, db):
@@ -188,3 +195,55 @@ def test_index_without_an_embedder_says_how_to_get_one(on_db):
     result = on_db("index")
     assert 1 == result.exit_code
     assert "records no embedder" in result.output
+
+
+def test_a_python_spec_finds_a_module_in_the_current_directory(tmp_path):
+    """The console script does not search the current directory; the spec does, last."""
+    (tmp_path / "my_words.py").write_text(
+        "from tests.embedders import WordsEmbedder\n\nWords = WordsEmbedder\n", "utf-8"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(root)  # tests.embedders only: my_words is not on it
+    command = [str(Path(sys.executable).parent / "loopctl-memory"), "--db", "m.db"]
+    spec = ["--embedder", "python:my_words:Words"]
+    done = subprocess.run(
+        [*command, *spec, "add", "cache deploy", "-c", "fact"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr
+    found = subprocess.run(
+        [*command, *spec, "search", "cache", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ["cache deploy"] == [hit["memory"] for hit in json.loads(found.stdout)]
+    missing = subprocess.run(
+        [*command, "--embedder", "python:no_such_module:Words", "search", "cache"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert 1 == missing.returncode
+    assert f"the current directory, {tmp_path}" in missing.stderr
+
+
+def test_init_with_an_embedder_that_cannot_be_made_creates_nothing(on_db, db):
+    result = on_db("init", "--embedder", "fastembed:not-a-model-here")
+    line = assert_fails(result, 1, "fastembed", "nothing was created")
+    assert "Created" not in result.stdout, line
+    assert not db.exists()
+    assert 0 == on_db("init").exit_code
+    before = db.read_bytes()
+    assert_fails(on_db("init", "--embedder", "fastembed:not-a-model-here"), 1, "nothing was")
+    assert before == db.read_bytes()
+    assert _stats(on_db)["embedder"] is None

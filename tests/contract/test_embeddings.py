@@ -381,3 +381,29 @@ async def test_the_vector_rankings_list_no_memory_scored_zero_or_less(store_fact
     hybrid = await store.retrieve("alpha", 10, ranking="hybrid")
     assert "alpha one" == hybrid[0].memory
     assert len(hybrid) < len(texts) - 1  # the farthest vector with no word in common: 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite-file"], indirect=True)
+async def test_without_an_embedder_pending_counts_the_recorded_ones_and_embedding_refuses(
+    store_factory, tmp_path: Path
+):
+    embedder = Switchable()
+    first = await store_factory(embedder=embedder)
+    await first.store(MemoryEntry(MemoryCategory.FACT, "made"))
+    embedder.broken = True
+    await first.store(MemoryEntry(MemoryCategory.FACT, "left pending"))
+    assert 1 == await first.pending_embeddings()
+    await first.close()
+    async with open_store(tmp_path / "memory.db") as plain:  # no embedder
+        recorded = await plain.recorded_embedder()
+        assert recorded is not None
+        assert 1 == recorded.pending == await plain.pending_embeddings()
+        with pytest.raises(EmbedderError, match="needs an embedder"):
+            await plain.embed_pending()
+        assert 1 == await plain.pending_embeddings()
+    with pytest.raises(EmbedderError, match="needs an embedder"):
+        await InMemoryStore([MemoryEntry(MemoryCategory.FACT, "x")]).embed_pending()
+    async with open_store(":memory:") as never:
+        assert 0 == await never.pending_embeddings()
+        with pytest.raises(EmbedderError, match="needs an embedder"):
+            await never.embed_pending()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -158,7 +159,10 @@ def test_a_missing_library_names_the_extra(monkeypatch, spec, module, extra):
     monkeypatch.setitem(sys.modules, module, None)  # what `import` does for a module not there
     with pytest.raises(EmbedderError) as caught:
         embedder_from_spec(spec)
-    assert f"{module} is not installed: pip install 'loopctl-memory[{extra}]'" == str(caught.value)
+    assert (
+        f"{module} is not installed: pip install 'loopctl-memory[{extra}]'"
+        f" (from a checkout of loopctl-memory: pip install -e '.[{extra}]')"
+    ) == str(caught.value)
     assert isinstance(caught.value.__cause__, ImportError)
 
 
@@ -166,8 +170,11 @@ def test_a_missing_http_client_names_the_http_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "httpx", None)
     monkeypatch.setitem(sys.modules, "httpx2", None)
     monkeypatch.delitem(sys.modules, "loopctl_memory.embedders.http")  # restored after
-    expected = "httpx is not installed: pip install 'loopctl-memory[http]'"
-    with pytest.raises(EmbedderError, match=expected.replace("[", r"\[")):
+    expected = (
+        "httpx is not installed: pip install 'loopctl-memory[http]'"
+        " (from a checkout of loopctl-memory: pip install -e '.[http]')"
+    )
+    with pytest.raises(EmbedderError, match=re.escape(expected)):
         embedder_from_spec(f"openai:{MODEL}", dims=DIMS)
     with pytest.raises(EmbedderError, match="loopctl-memory\\[http\\]"):
         _ = embedders.OpenAICompatibleEmbedder

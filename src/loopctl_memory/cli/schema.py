@@ -41,6 +41,8 @@ def init(settings: Settings, embedder: str | None) -> None:
 
     _refuse_read_only(settings, "init")
     spec = embedder or settings.embedder
+    if spec is not None and spec != NO_EMBEDDER:
+        _check_embedder(spec)  # before anything is created: a spec that fails leaves nothing
     before, after = run_async(migrate.migrate_to(settings.locate(create=True), "head"))
     where = settings.resolved().describe()
     if before is None:
@@ -51,6 +53,22 @@ def init(settings: Settings, embedder: str | None) -> None:
         click.echo(f"Upgraded {where} from schema revision {before} to {after}")
     if spec is not None and spec != NO_EMBEDDER:
         _record_embedder(dataclasses.replace(settings, embedder=spec))
+
+
+def _check_embedder(spec: str) -> None:
+    """Make the embedder ``spec`` names once, so that init fails before creating anything.
+
+    Raises:
+        click.ClickException: it cannot be made (the library's one line).
+
+    """
+    from loopctl_memory.embedders import embedder_from_spec
+    from loopctl_memory.errors import LoopMemoryError
+
+    try:
+        embedder_from_spec(spec)
+    except LoopMemoryError as exc:
+        raise click.ClickException(f"{exc}; nothing was created or changed") from None
 
 
 def _record_embedder(settings: Settings) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -129,9 +130,12 @@ def _python_embedder(spec: str, path: str, options: dict[str, Any]) -> Embedder:
     if not module_name or not attribute:
         raise InvalidArgumentError(f"a python embedder spec is python:MODULE:NAME, not {spec!r}")
     try:
-        found = getattr(importlib.import_module(module_name), attribute)
+        found = getattr(_imported(module_name), attribute)
     except (ImportError, AttributeError) as exc:
-        raise EmbedderError(f"{spec}: cannot import {attribute} from {module_name}: {exc}") from exc
+        raise EmbedderError(
+            f"{spec}: cannot import {attribute} from {module_name} (looked in sys.path and the"
+            f" current directory, {os.getcwd()}): {exc}"
+        ) from exc
     if isinstance(found, type) or not isinstance(found, Embedder):  # a class, or a factory
         if not callable(found):
             raise EmbedderError(f"{spec}: {attribute} is neither an embedder nor makes one")
@@ -140,6 +144,24 @@ def _python_embedder(spec: str, path: str, options: dict[str, Any]) -> Embedder:
         except Exception as exc:
             raise EmbedderError(f"{spec}: making the embedder failed: {exc}") from exc
     return check_embedder(found)
+
+
+def _imported(module_name: str) -> ModuleType:
+    """``module_name``, from ``sys.path`` or else the current directory (then added to it).
+
+    ``python -m`` and ``python script.py`` search the current directory or the
+    script's; a console script (``loopctl-memory``) does not. A module beside the
+    user is what ``python:my_embedder:Embedder`` means, so it is searched last.
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        top = module_name.partition(".")[0]
+        if exc.name != top or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(module_name)
 
 
 def __getattr__(name: str) -> Any:
@@ -154,7 +176,10 @@ def __getattr__(name: str) -> Any:
 
 def missing_extra(library: str, extra: str) -> EmbedderError:
     """The error of an adapter whose library is not installed: one line naming the extra."""
-    return EmbedderError(f"{library} is not installed: pip install 'loopctl-memory[{extra}]'")
+    return EmbedderError(
+        f"{library} is not installed: pip install 'loopctl-memory[{extra}]'"
+        f" (from a checkout of loopctl-memory: pip install -e '.[{extra}]')"
+    )
 
 
 def import_extra(module: str, extra: str) -> ModuleType:

@@ -329,13 +329,23 @@ async def _recorded(unit: UnitOfWork, seconds: float) -> StoreEmbedder | None:
     if named.spec.startswith("python:"):
         raise EmbedderError(
             f"this store's embedder {named.spec!r} is code to run, which is never made from"
-            " the database alone: give it yourself (embedder=, --embedder or"
-            " LOOPCTL_MEMORY_EMBEDDER), or open the store without an embedder"
+            f" the database alone: give it to run it (embedder={named.spec!r};"
+            f" --embedder {named.spec} or LOOPCTL_MEMORY_EMBEDDER), or open the store"
+            f" {_WITHOUT_ONE}"
         )
     try:
         return StoreEmbedder.made(named.spec, seconds)
     except LoopMemoryError as exc:
-        raise EmbedderError(f"this store's embedder {named.spec!r} cannot be made: {exc}") from exc
+        raise EmbedderError(
+            f"this store's embedder {named.spec!r} cannot be made: {exc}; open the store"
+            f" {_WITHOUT_ONE}"
+        ) from exc
+
+
+_WITHOUT_ONE = (
+    "without an embedder (embedder=None; --embedder none): new memories then wait for"
+    " their vectors (embed_pending)"
+)
 
 
 def _held_before_connecting(target: Target, read_only: bool) -> HeldFile | None:

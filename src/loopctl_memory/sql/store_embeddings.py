@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from loopctl_memory import embedding
 from loopctl_memory.arguments import check_batch_size
+from loopctl_memory.embedding import NO_EMBEDDER
 from loopctl_memory.errors import EmbedderError, StorageError
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.protocol import Embedder
@@ -154,10 +155,16 @@ class EmbeddingOperations(TailUpkeep):
         return await self._in_scope("read the embedder", read, write=False)
 
     async def pending_embeddings(self) -> int:
-        """How many entries of the view have no vector yet (0 without an embedder)."""
+        """How many entries of the view have no vector yet from the store's embedder.
+
+        The store's: the one it was opened with, else the one it records (a store
+        opened without an embedder still has entries waiting for the recorded
+        one's vectors); 0 when it records none.
+        """
         embedder = self._embedder()
         if embedder is None:
-            return 0
+            recorded = await self.recorded_embedder()
+            return 0 if recorded is None else recorded.pending
         made_by = embedder.embedder_id
         return await self._in_scope(
             "count pending embeddings",
@@ -250,11 +257,14 @@ class EmbeddingOperations(TailUpkeep):
 
         Raises:
             InvalidArgumentError: ``batch_size`` is not an int >= 1.
-            EmbedderError: the embedder failed; the batches before it are kept.
+            EmbedderError: the store was opened without an embedder (nothing can
+                make a vector), or the embedder failed; the batches before it are kept.
             StorageError: the database refused a read or a write.
 
         """
         check_batch_size(batch_size)
+        if self._embedder() is None:
+            raise EmbedderError(NO_EMBEDDER)
         return await self._fill(batch_size, every=True)
 
     async def reembed(
