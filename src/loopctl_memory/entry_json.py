@@ -1,6 +1,6 @@
 """An entry as JSON: one entry <-> one JSON object, a line of a backup, with every field.
 
-A line is a JSON object with exactly these keys, in this order::
+A line is a JSON object with these keys, written in this order::
 
     {"id":"<uuid>","category":"fact","memory":"...","tags":["..."],"relevance":0.7,
      "created_at":"2025-03-03T09:12:04.318000+00:00","access_count":0,"validated":false}
@@ -11,6 +11,9 @@ store's scope; a line without one imports into the importing store's scope),
 ``"metadata"`` (the caller's JSON object; a line without one has none),
 ``"key"`` (the caller's key; a line without one has none) and ``"expires_at"``
 (a timestamp like ``created_at``; a line without one never expires).
+A line written by hand needs only ``"category"`` and ``"memory"``: the keys
+of :data:`DEFAULTED_FIELDS` left out take ``add``'s defaults (a new id, so that
+importing such a line twice stores it twice).
 
 ``relevance`` is written as Python's shortest repr of the float, which reads back
 to the same float; ``created_at`` is ISO 8601 in UTC with microseconds; text is
@@ -61,8 +64,12 @@ OPTIONAL_FIELDS = frozenset(
 )
 """Keys a line may leave out (and that are written only when not empty)."""
 
+DEFAULTED_FIELDS = frozenset(("id", "tags", "relevance", "created_at", "access_count", "validated"))
+"""Keys every written line has but a line written by hand may leave out: a new id, no
+tags, relevance 1.0, created now, never accessed, not validated (as ``add`` stores)."""
+
 _FIELD_SET = frozenset(FIELDS)
-_REQUIRED = _FIELD_SET - OPTIONAL_FIELDS
+_REQUIRED = _FIELD_SET - OPTIONAL_FIELDS - DEFAULTED_FIELDS
 _CATEGORY_VALUES = frozenset(category.value for category in MemoryCategory)
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -175,6 +182,8 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
         None if data.get(name) is None else _time(data[name], name, or_null=True)
         for name in ("last_accessed", "last_decayed", "expires_at")
     ]
+    if "id" not in keys:
+        data["id"] = str(uuid.uuid4())
     raw_id = data["id"]
     if type(raw_id) is not str:
         raise InvalidEntryError(f"id must be a string, not {_json_kind(raw_id)}")
@@ -182,17 +191,19 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
         entry_id = uuid.UUID(raw_id)
     except ValueError:
         raise InvalidEntryError(f"id {raw_id!r} is not a UUID") from None
-    created_at = _time(data["created_at"], "created_at")
+    created_at = (
+        _time(data["created_at"], "created_at") if "created_at" in keys else datetime.now(UTC)
+    )
     entry = check_entry(
         MemoryEntry(
             data["category"],
             data["memory"],
-            tags=data["tags"],
-            relevance=data["relevance"],
+            tags=data.get("tags", []),
+            relevance=data.get("relevance", 1.0),
             id=entry_id,
             created_at=created_at,
-            access_count=data["access_count"],
-            validated=data["validated"],
+            access_count=data.get("access_count", 0),
+            validated=data.get("validated", False),
             last_accessed=stamps[0],
             last_decayed=stamps[1],
             metadata=data.get("metadata", {}),
@@ -311,15 +322,15 @@ def _loads_strictly_as_stdlib(line: str | bytes) -> Any:
 
 
 def _describe_keys(keys: Any) -> str:
-    missing = [name for name in FIELDS if name not in keys and name not in OPTIONAL_FIELDS]
+    missing = [name for name in FIELDS if name not in keys and name in _REQUIRED]
     unknown = sorted(str(name) for name in keys if name not in _FIELD_SET)
     problems = []
     if missing:
         problems.append(f"missing {_names(missing)}")
     if unknown:
         problems.append(f"unknown {_names(unknown)}")
-    required = ", ".join(name for name in FIELDS if name not in OPTIONAL_FIELDS)
-    optional = ", ".join(name for name in FIELDS if name in OPTIONAL_FIELDS)
+    required = ", ".join(name for name in FIELDS if name in _REQUIRED)
+    optional = ", ".join(name for name in FIELDS if name not in _REQUIRED)
     problem = " and ".join(problems)
     return f"{problem}; a line has the keys {required} (and may have {optional})"
 

@@ -12,6 +12,7 @@ finished by running it again).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import time
 import uuid
@@ -227,11 +228,13 @@ async def import_jsonl(
         ImportFailedError: a line is not a valid entry, or a batch was refused (an
             id already stored, or the database failed); what was stored before is
             kept and counted.
-        InvalidArgumentError: ``batch_size`` is not a positive int, or
-            ``on_duplicate`` is neither ``"fail"`` nor ``"skip"``.
+        InvalidArgumentError: ``batch_size`` is not a positive int,
+            ``on_duplicate`` is neither ``"fail"`` nor ``"skip"``, or ``store``
+            is not an async store (a ``SyncMemoryStore`` has its own ``import_jsonl``).
         OSError: the source cannot be read.
 
     """
+    _check_store(store, "import_jsonl")
     check_batch_size(batch_size)
     if not isinstance(on_duplicate, str) or on_duplicate not in _ON_DUPLICATE:
         raise InvalidArgumentError(f"on_duplicate must be 'fail' or 'skip', got {on_duplicate!r}")
@@ -360,7 +363,14 @@ async def export_jsonl(
 
     A path is written next to itself and renamed when complete, so a failed
     export never leaves half a file; a stream is written as it goes.
+
+    Raises:
+        InvalidArgumentError: ``store`` is not an async store (a
+            ``SyncMemoryStore`` has its own ``export_jsonl`` method).
+        OSError: the target cannot be written.
+
     """
+    _check_store(store, "export_jsonl")
     if not isinstance(target, str | os.PathLike):
         return await _write_entries(store, target, batch_size)
     path = Path(target)
@@ -386,3 +396,12 @@ async def _write_entries(store: SqlMemoryStore, stream: IO[bytes], batch_size: i
             chunk.clear()
     stream.write(b"".join(chunk))
     return written + len(chunk)
+
+
+def _check_store(store: object, call: str) -> None:
+    """Refuse anything but the async store, in one line (a coroutine would fail later)."""
+    if not inspect.iscoroutinefunction(getattr(store, "count", None)):
+        raise InvalidArgumentError(
+            f"{call} takes the async store (open_store), not {type(store).__name__}; a"
+            f" SyncMemoryStore has its own: store.{call}(...)"
+        )

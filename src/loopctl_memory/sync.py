@@ -31,8 +31,9 @@ from collections.abc import (
 )
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Unpack
+from typing import IO, Any, Unpack
 
+from loopctl_memory import jsonl
 from loopctl_memory.context import Context
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.filters import MemoryFilter
@@ -246,8 +247,33 @@ class SyncMemoryStore:
     # --- beyond the contract ---
 
     def pending_embeddings(self) -> int:
-        """How many entries of the view have no vector yet (0 without an embedder)."""
+        """How many entries of the view wait for a vector (see the async store)."""
         return self._runner.run(self._store.pending_embeddings())
+
+    def export_jsonl(
+        self, target: str | os.PathLike[str] | IO[bytes], *, batch_size: int = 10_000
+    ) -> int:
+        """Write every entry as JSON Lines; how many (:func:`loopctl_memory.jsonl.export_jsonl`)."""
+        return self._runner.run(jsonl.export_jsonl(self._store, target, batch_size=batch_size))
+
+    def import_jsonl(
+        self,
+        source: str | os.PathLike[str] | IO[bytes],
+        *,
+        batch_size: int = jsonl.IMPORT_BATCH,
+        on_progress: jsonl.Progress | None = None,
+        on_duplicate: jsonl.OnDuplicate = "fail",
+    ) -> jsonl.ImportReport:
+        """Store a JSON Lines file or stream (:func:`loopctl_memory.jsonl.import_jsonl`)."""
+        return self._runner.run(
+            jsonl.import_jsonl(
+                self._store,
+                source,
+                batch_size=batch_size,
+                on_progress=on_progress,
+                on_duplicate=on_duplicate,
+            )
+        )
 
     def build_indexes(self, progress: Callable[[int, int], object] | None = None) -> int:
         """Build the graph files due now; how many vectors they hold (see the async store)."""

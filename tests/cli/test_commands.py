@@ -391,3 +391,22 @@ def test_search_where_filters_on_metadata(on_db, db):
     assert '{"user":"bo","n":5}' in shown.stdout  # the table shows the metadata
     assert_fails(on_db("search", "theme", "--where", "just-a-path"), 2, "--where")
     assert_fails(on_db("search", "theme", "--where", "a..b=1"), 2, "empty key")
+
+
+def test_add_reads_the_text_from_standard_input_or_a_file(on_db, db, tmp_path):
+    big = "line one of a long note\n" + "x" * 1_000_000 + "\nlast line"
+    result = on_db("add", "-", "-c", "fact", input=big + "\n")
+    assert 0 == result.exit_code, result.output
+    from_stdin = uuid.UUID(result.stdout.strip())
+    note = tmp_path / "note.md"
+    note.write_text("a note kept in a file\r\n", encoding="utf-8")
+    result = on_db("add", "--file", note, "-c", "insight")
+    assert 0 == result.exit_code, result.output
+    from_file = uuid.UUID(result.stdout.strip())
+    texts = {entry.id: entry.memory for entry in stored_entries(db)}
+    assert big == texts[from_stdin]
+    assert "a note kept in a file" == texts[from_file]
+    assert_fails(on_db("add", "-c", "fact"), 2, "TEXT", "--file")
+    assert_fails(on_db("add", "x", "--file", note, "-c", "fact"), 2, "one of them")
+    assert_fails(on_db("add", "-", "-c", "fact", input=" \n"), 2, "blank")
+    assert 2 == len(stored_entries(db))

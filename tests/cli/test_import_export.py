@@ -209,3 +209,17 @@ def test_ctrl_c_during_import_says_what_was_kept_and_how_to_finish(
     finished = on_db("import", "--on-duplicate", "skip", source)
     assert 0 == finished.exit_code, finished.output
     assert [f"entry {n}" for n in range(1, 10)] == [e.memory for e in stored_entries(db)]
+
+
+def test_import_takes_lines_of_only_category_and_memory(on_db, db):
+    lines = '{"category": "fact", "memory": "CI runs make test"}\n' + (
+        '{"category": "insight", "memory": "prefer glob", "tags": ["tools"], "scope": "team"}\n'
+    )
+    result = on_db("import", "-", input=lines)
+    assert 0 == result.exit_code, result.output
+    found = json.loads(on_db("search", "make test", "--json").stdout)
+    assert [("fact", "CI runs make test", [], 1.0)] == [
+        (hit["category"], hit["memory"], hit["tags"], hit["relevance"]) for hit in found
+    ]
+    team = json.loads(on_db("--scope", "team", "search", "glob", "--json").stdout)
+    assert ["prefer glob"] == [hit["memory"] for hit in team]

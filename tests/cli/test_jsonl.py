@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -10,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from loopctl_memory import InvalidEntryError, MemoryCategory, MemoryEntry
+from loopctl_memory import (
+    InvalidArgumentError,
+    InvalidEntryError,
+    MemoryCategory,
+    MemoryEntry,
+    jsonl,
+    sync,
+)
 from loopctl_memory.entry_json import (
     FIELDS,
     OPTIONAL_FIELDS,
@@ -128,7 +136,7 @@ def test_an_integer_relevance_reads_as_a_float():
         ("", "not valid JSON"),
         ("[1, 2]", "expected a JSON object, got an array"),
         ('"a string"', "expected a JSON object, got a string"),
-        (json.dumps({k: v for k, v in GOOD.items() if k != "tags"}), "missing key 'tags'"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "memory"}), "missing key 'memory'"),
         (line(extra=1), "unknown key 'extra'"),
         (line(id=42), "id must be a string, not a number"),
         (line(id="not-a-uuid"), "id 'not-a-uuid' is not a UUID"),
@@ -159,3 +167,38 @@ def test_a_bad_line_raises_invalid_entry_error_saying_what_is_wrong(text, messag
 def test_bytes_that_are_not_utf8_are_refused():
     with pytest.raises(InvalidEntryError, match="not valid"):
         entry_from_json(b"\xff\xfe{}")
+
+
+def test_a_line_by_hand_needs_only_category_and_memory_and_takes_adds_defaults():
+    before = datetime.now(UTC)
+    entry = entry_from_json('{"category": "fact", "memory": "CI runs make test"}')
+    assert (MemoryCategory.FACT, "CI runs make test") == (entry.category, entry.memory)
+    assert ([], 1.0, 0, False) == (entry.tags, entry.relevance, entry.access_count, entry.validated)
+    assert before <= entry.created_at <= datetime.now(UTC)
+    again = entry_from_json('{"category": "fact", "memory": "CI runs make test"}')
+    assert entry.id != again.id  # a new id each time: such a line imported twice is stored twice
+    kept = entry_from_json('{"category": "fact", "memory": "x", "tags": ["ci"], "relevance": 0.5}')
+    assert (["ci"], 0.5) == (kept.tags, kept.relevance)
+    with pytest.raises(InvalidEntryError, match="missing key 'category'"):
+        entry_from_json('{"memory": "x"}')
+
+
+def test_the_sync_store_exports_and_imports_and_the_async_calls_refuse_it(tmp_path):
+    entries = awkward_entries()
+    with sync.open_store(tmp_path / "a.db") as first:
+        first.store_many(entries)
+        first.scope("team").store(MemoryEntry(MemoryCategory.FACT, "in a scope"))
+        assert 5 == first.with_descendants().export_jsonl(tmp_path / "out.jsonl")
+        with pytest.raises(InvalidArgumentError, match="SyncMemoryStore has its own") as refused:
+            asyncio.run(jsonl.export_jsonl(first, tmp_path / "no.jsonl"))  # type: ignore[arg-type]
+        assert "\n" not in str(refused.value)
+        with pytest.raises(InvalidArgumentError, match=r"store\.import_jsonl\(\.\.\.\)"):
+            asyncio.run(jsonl.import_jsonl(first, tmp_path / "out.jsonl"))  # type: ignore[arg-type]
+    assert not (tmp_path / "no.jsonl").exists()
+    with sync.open_store(tmp_path / "b.db") as second:
+        report = second.import_jsonl(tmp_path / "out.jsonl")
+        assert 5 == report.entries
+        assert entries == list(second.iter_entries())
+        assert ["in a scope"] == [e.memory for e in second.scope("team").iter_entries()]
+        second.with_descendants().export_jsonl(tmp_path / "again.jsonl")
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "again.jsonl").read_bytes()

@@ -411,3 +411,15 @@ def test_search_leaves_out_what_no_word_matched_unless_asked(on_db, db):
         hit["memory"]
         for hit in json.loads(on_db("search", "gamma", "--include-unmatched", "--json").stdout)
     ]
+
+
+def test_search_cuts_a_huge_memory_in_the_table_and_json_and_get_show_it_whole(on_db, db):
+    huge = "refund " + "policy " * 20_000  # 140 KB
+    store_entries(db, [fact(huge)])
+    table = on_db("search", "refund")
+    assert 0 == table.exit_code, table.output
+    assert len(table.stdout) < 5_000
+    assert "139,007 more characters: get)" in " ".join(table.stdout.split())
+    [hit] = json.loads(on_db("search", "refund", "--json").stdout)
+    assert huge == hit["memory"]
+    assert huge == json.loads(on_db("get", hit["id"], "--json").stdout)["memory"]

@@ -203,7 +203,7 @@ INVALID = [
     ("array", json.dumps([GOOD])),
     ("string", '"entry"'),
     ("null", "null"),
-    ("missing-key", without("validated")),
+    ("missing-key", without("memory")),
     ("unknown-key", line(colour="red")),
     ("bad-uuid", line(id="0b7c6f1e-5a3d-4e2f-9c8b-7a6d5e4f3a2")),
     ("uuid-not-hex", line(id="0b7c6f1e-5a3d-4e2f-9c8b-7a6d5e4f3a2g")),
@@ -407,7 +407,7 @@ def test_consumed_bytes_add_up_to_the_input_size(lines):
         b"{not json\n",
         b'{"id": "\xff"}\n',
         BOM + canonical_line(99),  # a BOM is skipped on line 1 only
-        without("tags").encode() + b"\n",
+        without("category").encode() + b"\n",
     ],
     ids=["bad-value", "not-json", "bad-utf8", "bom-after-line-1", "missing-key"],
 )

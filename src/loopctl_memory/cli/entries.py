@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -35,6 +37,29 @@ if TYPE_CHECKING:
     from loopctl_memory.sql.store import SqlMemoryStore
 
 
+def _text_of(text: str | None, from_file: str | None) -> str:
+    """``add``'s memory: TEXT, standard input for ``-``, or the file; never blank.
+
+    A file's (or standard input's) last line break is not part of the memory.
+    """
+    if (text is None) == (from_file is None):
+        raise click.UsageError(
+            "give the memory as TEXT ('-': read standard input) or as --file PATH, one of them"
+        )
+    if text is not None and text != "-":
+        given = text
+    else:
+        if text == "-" or from_file == "-":
+            given = sys.stdin.read()
+        else:
+            assert from_file is not None  # noqa: S101 - one of the two, checked above
+            given = Path(from_file).read_text(encoding="utf-8")
+        given = given.removesuffix("\n").removesuffix("\r")
+    checked = no_blank_text(None, None, given)
+    assert checked is not None  # noqa: S101 - given
+    return checked
+
+
 def _where(settings: Settings, *, below: bool) -> str:
     """Where a lookup looked, for its error: `` in scope S (or below)``, or nothing at the root."""
     if settings.scope is None:
@@ -58,9 +83,17 @@ def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
         f'{PROG} add "database is locked: use BEGIN IMMEDIATE" -c error_pattern -r 0.9 --validated',
         f'{PROG} add "Ann prefers dark mode" -c fact --meta user=ann --meta n=3 --key prefs/ann',
         f'{PROG} add "deploy frozen until Friday" -c working --ttl 3d',
+        f"git log -1 --format=%B | {PROG} add - -c trajectory",
+        f"{PROG} add --file notes/incident.md -c insight",
     )
 )
-@click.argument("text", callback=no_blank_text)
+@click.argument("text", required=False)
+@click.option(
+    "--file",
+    "from_file",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+    help="Read the memory's text from this file ('-': standard input) instead of TEXT.",
+)
 @click.option(
     "--category", "-c", required=True, type=click.Choice(CATEGORIES), help="What kind of memory."
 )
@@ -96,7 +129,8 @@ def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
 def add(
     settings: Settings,
     *,
-    text: str,
+    text: str | None,
+    from_file: str | None,
     category: str,
     tags: tuple[str, ...],
     relevance: float,
@@ -105,10 +139,10 @@ def add(
     key: str | None,
     ttl: timedelta | None,
 ) -> None:
-    """Store one memory (TEXT) and print its new id."""
+    """Store one memory (TEXT, or '-' to read it from standard input) and print its new id."""
     entry = MemoryEntry(
         MemoryCategory(category),
-        text,
+        _text_of(text, from_file),
         tags=list(tags),
         relevance=relevance,
         validated=validated,

@@ -96,7 +96,8 @@ class SearchResults:
     a dim line below), which takes the width left and wraps. When that leaves the
     memory fewer than 20 columns, each entry is a block instead: a line with
     rank, id, score and category, then the memory wrapped, then the relevance
-    and the tags. Nothing is cut but tags.
+    and the tags. Nothing is cut but tags, and a memory (or its metadata) longer
+    than :data:`SHOWN_CHARACTERS`.
     """
 
     def __init__(self, results: Sequence[SearchResult]) -> None:
@@ -170,12 +171,26 @@ class SearchResults:
         ]
 
 
+SHOWN_CHARACTERS = 1_000
+"""The most of a memory (and of its metadata) a search's table shows; `get` and --json: all."""
+
+
 def _memory_cell(entry: MemoryEntry) -> Text:
-    """The memory, then its metadata as compact JSON on a dim line of its own, if any."""
-    cell = Text(entry.memory, overflow="fold")
+    """The memory, then its metadata as compact JSON on a dim line of its own, if any.
+
+    Each cut to :data:`SHOWN_CHARACTERS`, saying how much more there is.
+    """
+    cell = Text(_cut(entry.memory), overflow="fold")
     if entry.metadata:
-        cell.append("\n" + encoded(entry.metadata), style="dim")
+        cell.append("\n" + _cut(encoded(entry.metadata)), style="dim")
     return cell
+
+
+def _cut(text: str) -> str:
+    """``text``, or its first :data:`SHOWN_CHARACTERS` and how many more (`get` shows them)."""
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_CHARACTERS]}… ({len(text) - SHOWN_CHARACTERS:,} more characters: get)"
 
 
 def entry_table(entry: MemoryEntry) -> Table:
