@@ -19,9 +19,13 @@ def test_a_bad_relevance_is_a_usage_error(on_db, db, relevance):
     assert not db.exists()
 
 
-def test_a_relevance_that_is_not_finite_is_refused_by_the_library(on_db, db):
-    assert_fails(on_db("add", "x", "-c", "fact", "-r", "nan"), 1, "finite number in [0, 1]")
-    assert [] == stored_entries(db)
+@pytest.mark.parametrize(
+    "command",
+    [("add", "x", "-c", "fact", "-r"), ("forget", "--yes", "--below"), ("update", "1234", "-r")],
+)
+def test_a_relevance_that_is_not_a_number_is_a_usage_error(on_db, db, command):
+    assert_fails(on_db(*command, "nan"), 2, "'nan' is not a number from 0 to 1")
+    assert not db.exists()  # refused before anything was opened
 
 
 def test_an_unknown_category_is_a_usage_error_listing_the_categories(on_db):

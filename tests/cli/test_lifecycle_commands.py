@@ -97,6 +97,31 @@ def test_update_changes_the_fields_given_and_keeps_the_rest(on_db, db):
     assert ["new text"] == _memories(db)
 
 
+def test_forget_takes_tags_categories_and_metadata_as_search_does(on_db, db):
+    store_entries(
+        db,
+        [
+            fact("scratch one", tags=["Scratch"]),
+            fact("draft two", tags=["draft"]),
+            fact("kept", tags=["keep"], metadata={"user": "bob"}),
+            fact("ann's", metadata={"user": "ann"}),
+            MemoryEntry(MemoryCategory.WORKING, "a working note"),
+            MemoryEntry(MemoryCategory.STRATEGY, "a strategy"),
+        ],
+    )
+    result = on_db("forget", "--tag", "scratch", "--tag", "draft", "--yes")
+    assert "Forgot 2 memories in" in result.stdout
+    result = on_db("forget", "--where", "user=ann", "--yes")
+    assert "Forgot 1 memory in" in result.stdout
+    result = on_db("forget", "-c", "working", "-c", "strategy", "--yes")
+    assert "Forgot 2 memories in" in result.stdout
+    assert ["kept"] == _memories(db)
+    asked = on_db("forget", "--tag", "keep", "--where", "user=bob", input="n\n")
+    assert "tagged keep, whose metadata meets user=bob" in asked.stderr
+    assert ["kept"] == _memories(db)
+    assert 2 == on_db("forget", "--where", "no operator", "--yes").exit_code
+
+
 def test_update_with_nothing_to_change_or_an_unknown_id_fails(on_db, db):
     store_entries(db, [fact("x")])
     assert 2 == on_db("update", uuid.uuid4()).exit_code
@@ -122,7 +147,7 @@ def test_forget_older_than_deletes_only_the_old_after_asking(on_db, db):
 
     result = on_db("forget", "--older-than", "30d", "--category", "working", "--yes")
     assert 0 == result.exit_code, result.stderr
-    assert "Forgot 1 memories" in result.stdout
+    assert "Forgot 1 memory in" in result.stdout
     assert ["ancient", "recent"] == _memories(db)
     assert 0 == on_db("forget", "--older-than", "4w", "--yes").exit_code
     assert ["recent"] == _memories(db)

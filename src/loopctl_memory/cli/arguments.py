@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -127,3 +128,19 @@ def _read(parse: Callable[[str], T], value: str) -> T:
         return parse(value)
     except InvalidArgumentError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+class _Share(click.FloatRange):
+    """A number from 0 to 1 as typed: ``nan`` (which every comparison lets through) refused."""
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number from 0 to 1", param, ctx)
+        return float(number)
+
+
+SHARE = _Share(0.0, 1.0)
+"""The type of a relevance option: a number from 0 to 1, never ``nan``."""

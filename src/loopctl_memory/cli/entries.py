@@ -15,6 +15,7 @@ import click
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.cli.arguments import (
     CATEGORIES,
+    SHARE,
     duration,
     memory_id,
     moment,
@@ -22,7 +23,7 @@ from loopctl_memory.cli.arguments import (
     resolve_id,
     tag_option,
 )
-from loopctl_memory.cli.fields import conditions_of, metadata_of
+from loopctl_memory.cli.fields import checked_conditions, metadata_of
 from loopctl_memory.cli.messages import echo_json, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, need_embedder, with_store
@@ -101,7 +102,7 @@ def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
 @click.option(
     "--relevance",
     "-r",
-    type=click.FloatRange(0.0, 1.0),
+    type=SHARE,
     default=1.0,
     show_default=True,
     help="How much this memory matters, in [0, 1].",
@@ -290,7 +291,7 @@ def search(
         validated=validated,
         created_after=since,
         created_before=until,
-        metadata=_checked_conditions(where),
+        metadata=checked_conditions(where),
     )
 
     async def work(store: SqlMemoryStore) -> tuple[list[SearchResult], str, str]:
@@ -337,16 +338,6 @@ def search(
         from loopctl_memory.cli.rendering import SearchResults, console
 
         console().print(SearchResults(found))
-
-
-def _checked_conditions(where: tuple[str, ...]) -> dict[str, object] | None:
-    """``--where`` as a metadata filter, checked as MemoryFilter checks it."""
-    conditions = conditions_of(where)
-    try:
-        MemoryFilter(metadata=conditions)
-    except InvalidArgumentError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--where'") from None
-    return conditions
 
 
 def _context(value: str | None) -> Context | None:
@@ -480,7 +471,7 @@ def delete(settings: Settings, given: uuid.UUID | str) -> None:
 @click.option("--text", callback=no_blank_text, help="The new memory text.")
 @click.option("--category", "-c", type=click.Choice(CATEGORIES), help="The new category.")
 @tag_option("The new tags (repeatable; replace all).", stored=True)
-@click.option("--relevance", "-r", type=click.FloatRange(0.0, 1.0), help="The new relevance.")
+@click.option("--relevance", "-r", type=SHARE, help="The new relevance.")
 @click.option(
     "--validated/--not-validated", default=None, help="Mark the memory as validated or not."
 )

@@ -18,6 +18,9 @@ from typing import Any
 
 import click
 
+from loopctl_memory.errors import InvalidArgumentError
+from loopctl_memory.filters import MemoryFilter
+
 _OPERATORS = {"=": "$eq", "!=": "$ne", ">": "$gt", ">=": "$gte", "<": "$lt", "<=": "$lte"}
 _CONDITION = re.compile(r"^(?P<path>[^=!<>?]+?)\s*(?P<operator>!=|>=|<=|=|>|<)\s*(?P<value>.*)$")
 _EXISTS = re.compile(r"^(?P<path>[^=!<>?]+?)\s*(?P<negated>!?)\?$")
@@ -72,3 +75,18 @@ def conditions_of(expressions: Iterable[str]) -> dict[str, Any] | None:
             operand = value_of(matched["value"].strip())
         found.setdefault(path, {})[operator] = operand
     return found or None
+
+
+def checked_conditions(where: tuple[str, ...]) -> dict[str, object] | None:
+    """``--where`` as a metadata filter, checked as MemoryFilter checks it.
+
+    Raises:
+        click.BadParameter: a condition the filter refuses (its one line).
+
+    """
+    conditions = conditions_of(where)
+    try:
+        MemoryFilter(metadata=conditions)
+    except InvalidArgumentError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--where'") from None
+    return conditions

@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from loopctl_memory.cli.arguments import CATEGORIES, duration
-from loopctl_memory.cli.messages import confirm, echo_json, example
+from loopctl_memory.cli.arguments import CATEGORIES, SHARE, duration, tag_option
+from loopctl_memory.cli.fields import checked_conditions
+from loopctl_memory.cli.messages import confirm, counted, echo_json, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
+from loopctl_memory.entry import MemoryCategory
+from loopctl_memory.filters import MemoryFilter
 
 if TYPE_CHECKING:
     from loopctl_memory.entry import ConsolidationStats
@@ -137,6 +140,8 @@ def stats(settings: Settings, as_json: bool) -> None:
     epilog=example(
         f"{PROG} forget --older-than 30d --yes",
         f"{PROG} forget --older-than 7d --category working",
+        f"{PROG} forget --tag scratch --tag draft --yes",
+        f"{PROG} forget --where user=ann --yes",
         f"{PROG} --scope acme/agent-7 forget --everything --yes",
     )
 )
@@ -146,10 +151,24 @@ def stats(settings: Settings, as_json: bool) -> None:
     callback=duration,
     help="Memories created longer ago than this (30d, 12h, 2w, ...).",
 )
-@click.option("--category", "-c", type=click.Choice(CATEGORIES), help="Memories of this category.")
 @click.option(
-    "--below", type=click.FloatRange(0.0, 1.0), help="Memories whose relevance is below this."
+    "--category",
+    "-c",
+    "categories",
+    multiple=True,
+    type=click.Choice(CATEGORIES),
+    help="Memories of this category (repeatable: any of them).",
 )
+@tag_option("Memories with this tag, ignoring case (repeatable: any of them).")
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="CONDITION",
+    help="Memories whose metadata meets CONDITION, written as for `search --where` "
+    "(repeatable: each must hold).",
+)
+@click.option("--below", type=SHARE, help="Memories whose relevance is below this.")
 @click.option("--everything", is_flag=True, help="Every memory (of the scope), said explicitly.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_obj
@@ -157,33 +176,45 @@ def forget(
     settings: Settings,
     *,
     older_than: timedelta | None,
-    category: str | None,
+    categories: tuple[str, ...],
+    tags: tuple[str, ...],
+    where: tuple[str, ...],
     below: float | None,
     everything: bool,
     yes: bool,
 ) -> None:
     """Delete the memories that meet every condition given."""
-    if older_than is None and category is None and below is None and not everything:
+    passes = MemoryFilter(
+        categories=frozenset(map(MemoryCategory, categories)) or None,
+        tags_any=tags or None,
+        metadata=checked_conditions(where),
+    )
+    if older_than is None and passes.is_empty and below is None and not everything:
         raise click.UsageError(
-            "say what to forget: --older-than, --category, --below, or --everything"
+            "say what to forget: --older-than, --category, --tag, --where, --below, or --everything"
         )
 
     async def work(store: SqlMemoryStore) -> tuple[str, int]:
         if not yes:
             conditions = [
                 f"created more than {older_than} ago" if older_than is not None else "",
-                f"of category {category}" if category is not None else "",
+                f"of category {' or '.join(categories)}" if categories else "",
+                f"tagged {' or '.join(tags)}" if tags else "",
+                f"whose metadata meets {' and '.join(where)}" if where else "",
                 f"with relevance below {below}" if below is not None else "",
             ]
             which = ", ".join(part for part in conditions if part) or "every memory"
             confirm(f"Delete the memories {which} from {_where(store)}?")
         forgotten = await store.forget(
-            older_than=older_than, category=category, below=below, everything=everything
+            older_than=older_than,
+            below=below,
+            filter=None if passes.is_empty else passes,
+            everything=everything,
         )
         return _where(store), forgotten
 
-    where, forgotten = with_store(settings, work)
-    click.echo(f"Forgot {forgotten} memories in {where}")
+    place, forgotten = with_store(settings, work)
+    click.echo(f"Forgot {counted(forgotten, 'memory', 'memories')} in {place}")
 
 
 @click.command(epilog=example(f"{PROG} scopes", f"{PROG} --scope acme scopes --json"))

@@ -12,6 +12,11 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 memory``, ``2 memories``: a count and its noun, singular for one."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def example(*lines: str) -> str:
     """An epilog that ends ``--help`` with example invocations, kept as written."""
     return "\b\nExample:\n" + "\n".join(f"  {line}" for line in lines)

@@ -6,7 +6,7 @@ import dataclasses
 
 import click
 
-from loopctl_memory.cli.messages import confirm, example
+from loopctl_memory.cli.messages import confirm, counted, example
 from loopctl_memory.cli.names import NO_EMBEDDER, PROG
 from loopctl_memory.cli.settings import Settings, run_async, with_store
 from loopctl_memory.errors import SchemaError
@@ -82,7 +82,7 @@ def _record_embedder(settings: Settings) -> None:
         return named.name, named.dims, made
 
     name, dims, made = with_store(settings, work)
-    made_text = f"; made the vectors of {made} memories" if made else ""
+    made_text = f"; made the vectors of {counted(made, 'memory', 'memories')}" if made else ""
     click.echo(f"Recorded the embedder {name} ({dims} dims){made_text}")
 
 

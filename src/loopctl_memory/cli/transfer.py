@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from loopctl_memory.cli.messages import example, one_line
+from loopctl_memory.cli.messages import counted, example, one_line
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
 from loopctl_memory.jsonl import IMPORT_BATCH
@@ -80,7 +80,7 @@ def export_command(settings: Settings, output: Path | None) -> None:
     if output is None:
         sys.stdout.buffer.flush()
     else:
-        click.echo(f"Exported {written} entries to {output}")
+        click.echo(f"Exported {counted(written, 'entry', 'entries')} to {output}")
 
 
 @click.command(
@@ -163,4 +163,4 @@ def import_command(settings: Settings, file: Path, batch_size: int, on_duplicate
             advice = f"fix the file, then `tail -n +{exc.resume_line} {file} | {PROG} import -`"
         raise click.ClickException(one_line(f"{name} {exc}: {advice}")) from exc
     skipped = f", skipped {report.skipped} already stored" if mode == "skip" else ""
-    click.echo(f"Imported {report.entries} entries from {name}{skipped}")
+    click.echo(f"Imported {counted(report.entries, 'entry', 'entries')} from {name}{skipped}")

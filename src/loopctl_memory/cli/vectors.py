@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from loopctl_memory.cli.messages import example
+from loopctl_memory.cli.messages import counted, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, need_embedder, with_store
 from loopctl_memory.sql.tuning import Tuning
@@ -46,7 +46,7 @@ def embed_pending(settings: Settings, batch_size: int) -> None:
         return made, await store.pending_embeddings()
 
     made, left = with_store(settings, work)
-    message = f"Made the vectors of {made} pending memories"
+    message = f"Made the vectors of {counted(made, 'pending memory', 'pending memories')}"
     click.echo(message + (f"; {left} still pending" if left else ""))
 
 
@@ -76,7 +76,9 @@ def reembed(settings: Settings, spec: str, batch_size: int) -> None:
         return made, named.name, named.dims
 
     made, name, dims = with_store(settings, work, embedder=False)
-    click.echo(f"Made {made} vectors with {name} ({dims} dims); it is now the store's embedder")
+    click.echo(
+        f"Made {counted(made, 'vector')} with {name} ({dims} dims); it is now the store's embedder"
+    )
 
 
 @click.command(epilog=example(f"{PROG} --db ./agent.db index"))
@@ -100,7 +102,7 @@ def index(settings: Settings) -> None:
 
     held = with_store(settings, work)
     if held:
-        click.echo(f"The vector graphs hold {held} memories' vectors")
+        click.echo(f"The vector graphs hold the vectors of {counted(held, 'memory', 'memories')}")
     else:
         click.echo(
             f"No graph is needed: up to {Tuning().vector_loose:,} vectors outside one are"
