@@ -331,3 +331,34 @@ async def test_recall_says_which_scopes_below_match_and_ids_reach_below(tmp_path
         assert {"memories": [], "elsewhere": {"bob": 1}} == await call(
             client, "recall", query="refund"
         )
+
+
+async def test_a_database_that_cannot_be_opened_is_served_and_every_call_says_why(
+    tmp_path: Path,
+):
+    missing = tmp_path / "no-such-directory" / "memory.db"
+    async with server(missing) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"remember", "recall", "memory_stats"} <= names
+        said = await error_of(client, "recall", query="anything")
+        assert "the memory is unavailable: cannot create" in said
+        assert "no-such-directory" in said
+        why = said.partition("the memory is unavailable")[2]
+        assert why in await error_of(client, "remember", memory="x")
+    not_a_database = tmp_path / "notes.db"
+    not_a_database.write_text("these are my notes, not a database\n" * 100)
+    async with server(not_a_database) as client:
+        said = await error_of(client, "memory_stats")
+        assert "the memory is unavailable:" in said
+    async with server(tmp_path / "absent.db", read_only=True) as client:
+        assert "no database at" in await error_of(client, "recall", query="x")
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_the_help_says_when_the_database_is_created_and_why():
+    done = subprocess.run(
+        [str(ENTRY_POINT), "mcp", "--help"], capture_output=True, text=True, check=True
+    )
+    said = " ".join(done.stdout.split())
+    assert "The database is created when the server starts (unless --read-only)" in said
+    assert "every tool call answers why" in said

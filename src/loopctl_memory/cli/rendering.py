@@ -100,9 +100,14 @@ class SearchResults:
     than :data:`SHOWN_CHARACTERS`.
     """
 
-    def __init__(self, results: Sequence[SearchResult]) -> None:
+    def __init__(self, results: Sequence[SearchResult], *, created: bool = False) -> None:
+        """``created``: the column shows when each was created, not a score (``list``)."""
         self._results = list(results)
-        self._scores = [for_people(result.score) for result in results]
+        self._header = "created" if created else "score"
+        self._scores = [
+            f"{result.entry.created_at:%Y-%m-%d %H:%M}" if created else for_people(result.score)
+            for result in results
+        ]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """The table when the memory gets enough columns, else the blocks."""
@@ -129,7 +134,7 @@ class SearchResults:
         def widest(header: str, cells: list[str]) -> int:
             return max(len(header), *map(len, cells))
 
-        fixed = [widest("#", ranks), widest("id", ids), widest("score", self._scores)]
+        fixed = [widest("#", ranks), widest("id", ids), widest(self._header, self._scores)]
         fixed += [widest("category", categories), tags_width]
         left = width - sum(fixed) - _GAP * 6
         relevance = "relevance"
@@ -142,7 +147,7 @@ class SearchResults:
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         table.add_column("#", justify="right", no_wrap=True)
         table.add_column("id", no_wrap=True)
-        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column(self._header, justify="right", no_wrap=True)
         table.add_column("category", no_wrap=True)
         table.add_column(relevance, justify="right", no_wrap=True)
         table.add_column("tags", width=tags_width, no_wrap=True)

@@ -31,12 +31,20 @@ def mcp(settings: Settings, track_access: bool) -> None:
     never leave it. `recall` ranks by hybrid where the database records an
     embedder (or --embedder gives one), else by bm25, unless the global
     --ranking or the call's `ranking` says otherwise. Only protocol goes to
-    standard output; logs go to stderr.
+    standard output; logs go to stderr. A database that cannot be opened is
+    served all the same: every tool call answers why (a client would otherwise
+    see only a closed connection). The database is created when the server
+    starts (unless --read-only), so that a path that cannot hold one fails at
+    once, not at the agent's first write.
     """
-    from loopctl_memory.mcp_server.tools import serve
+    from loopctl_memory.mcp_server.tools import serve, serve_unavailable
 
     read_only = settings.read_only
-    target = settings.locate(create=not read_only)
+    try:
+        target = settings.locate(create=not read_only)
+    except click.ClickException as exc:  # served: the agent reads why in every answer
+        run_async(serve_unavailable(exc.format_message()))
+        raise
     run_async(
         serve(
             target,

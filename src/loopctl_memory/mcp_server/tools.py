@@ -116,16 +116,25 @@ def _entry_id(text: str) -> uuid.UUID:
         ) from None
 
 
-def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPServer:
+def build_server(
+    store: SqlMemoryStore, *, ranking: str | None = None, unavailable: str | None = None
+) -> MCPServer:
     """An MCP server whose tools work on ``store`` (a view: its scope bounds every tool).
 
     ``ranking`` is what ``recall`` ranks by when a call names none (default:
-    ``hybrid`` on a store with an embedder, else ``bm25``).
+    ``hybrid`` on a store with an embedder, else ``bm25``). ``unavailable``:
+    why the memory could not be opened; every tool call answers with it (an
+    agent then sees why, rather than a connection that closed), ``store`` a
+    stand-in for the tools' schemas.
 
     Raises:
         InvalidArgumentError: ``ranking`` names no ranking the store can rank by.
 
     """
+
+    def tool_errors() -> _ToolErrors:
+        return _ToolErrors(unavailable)
+
     offered, default_ranking = _recall_rankings(ranking, has_embedder=store.embedder is not None)
     server: MCPServer = MCPServer(
         name="loopctl-memory",
@@ -174,7 +183,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         replaces the memory that had it; after ttl no recall sees it.
         """
         _refuse_blank(memory, tags)
-        with _tool_errors():
+        with tool_errors():
             entry = MemoryEntry(
                 _category(category),
                 memory,
@@ -254,7 +263,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         must hold. When nothing matches in the scope, "elsewhere" counts the
         matches in the scopes below it, by scope: recall again with one as scope.
         """
-        with _tool_errors():
+        with tool_errors():
             here = view(scope)
 
             async def ranked(searched: SqlMemoryStore) -> list[tuple[MemoryEntry, float]]:
@@ -302,7 +311,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         """
         entry_id = _entry_id(id)
         changes = _changes(memory, category, tags, relevance, validated)
-        with _tool_errors():
+        with tool_errors():
             found = await view(scope).with_descendants().update(entry_id, **changes)
             if found is None:
                 raise ToolError(f"no memory with id {entry_id}")
@@ -315,7 +324,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         The id reaches the memories of the scope and of every scope below it.
         """
         entry_id = _entry_id(id)
-        with _tool_errors():
+        with tool_errors():
             if not await view(scope).with_descendants().delete(entry_id):
                 raise ToolError(f"no memory with id {entry_id}")
             return Forgotten(forgotten=str(entry_id))
@@ -332,7 +341,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
         scope: Scope = None,
     ) -> Consolidated:
         """Tidy the memory at the end of a run; answer what was pruned and merged."""
-        with _tool_errors():
+        with tool_errors():
             stats = await view(scope).consolidate(ConsolidationConfig.full() if full else None)
             return Consolidated(
                 entries_before=stats.entries_before,
@@ -344,7 +353,7 @@ def build_server(store: SqlMemoryStore, *, ranking: str | None = None) -> MCPSer
     @_tool(server, ToolAnnotations(read_only_hint=True))
     async def memory_stats(scope: Scope = None) -> Stats:
         """Count the memories: in all, by category, and by scope (this one and those below)."""
-        with _tool_errors():
+        with tool_errors():
             here = view(scope)
             summary = await here.summary()
             return Stats(
@@ -386,11 +395,18 @@ def _category(value: str) -> MemoryCategory:
         raise ToolError(f"unknown category {value!r}: one of {', '.join(_CATEGORIES)}") from None
 
 
-class _tool_errors:  # noqa: N801 - reads as a statement: `with _tool_errors():`
-    """Turn the library's errors into tool errors carrying their one-line message."""
+class _ToolErrors:
+    """Turn the library's errors into tool errors carrying their one-line message.
+
+    With ``unavailable`` (why the memory could not be opened), refuse at once with it.
+    """
+
+    def __init__(self, unavailable: str | None) -> None:
+        self._unavailable = unavailable
 
     def __enter__(self) -> None:
-        return None
+        if self._unavailable is not None:
+            raise ToolError(self._unavailable)
 
     def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
         if isinstance(error, LoopMemoryError):
@@ -450,7 +466,9 @@ async def serve(
     """Open the store at ``target`` and serve it over stdio until the client hangs up.
 
     A new database is created; an existing one is never migrated behind its
-    owner's back. ``read_only``: the tools that write answer with an error.
+    owner's back. A store that cannot be opened is served by
+    :func:`serve_unavailable`, then its error raised. ``read_only``: the tools
+    that write answer with an error.
     ``ranking``: what ``recall`` ranks by when a call names none (see
     :func:`build_server`). ``embedder``: as ``open_store`` takes it; by default
     the one the store recorded. ``busy_timeout``: as ``open_store`` takes it
@@ -464,7 +482,12 @@ async def serve(
     )
     if busy_timeout is not None:
         options["busy_timeout"] = busy_timeout
-    async with open_store(target, **options) as store:
+    try:
+        opened = await open_store(target, **options)
+    except LoopMemoryError as exc:
+        await serve_unavailable(str(exc))
+        raise  # once the client hung up: the server failed at its job
+    async with opened as store:
         view = store if scope is None else store.scope(scope)
         upkeep = asyncio.create_task(start_upkeep(store))
         sweeping = None if read_only else asyncio.create_task(sweep_now_and_then(view))
@@ -476,6 +499,19 @@ async def serve(
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+
+
+async def serve_unavailable(why: str) -> None:
+    """Serve the tools over stdio, each call answering that the memory is unavailable, and why.
+
+    What a server whose database cannot be opened does: the client lists the
+    tools as usual, and the agent reads the reason in each answer (it is also
+    logged on stderr), instead of a connection that closed with nothing said.
+    """
+    said = f"the memory is unavailable: {' '.join(why.split())}"
+    _log.error("%s", said)
+    async with await open_store(":memory:") as stand_in:  # the tools' schemas only
+        await serve_stdio(build_server(stand_in, unavailable=said))
 
 
 async def start_upkeep(store: SqlMemoryStore) -> None:
