@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from loopctl_memory import EmbedderError, InvalidArgumentError
+from loopctl_memory.embedders import downloads
 from loopctl_memory.embedders.fastembed import FastEmbedEmbedder
 from loopctl_memory.embedders.sentence_transformers import SentenceTransformerEmbedder
 
@@ -136,7 +139,7 @@ def test_fe_dims_of_a_model_without_a_described_dim_are_measured(fe_models):
 
 def test_fe_options_are_passed_to_text_embedding(fe_models):
     FastEmbedEmbedder("BAAI/bge-small-en-v1.5", threads=2, cache_dir="models")
-    assert {"threads": 2, "cache_dir": "models"} == fe_models[0].kwargs
+    assert {"threads": 2, "cache_dir": "models", "local_files_only": True} == fe_models[0].kwargs
 
 
 def test_fe_documents_are_float32_rows_in_order(fe_models):
@@ -163,3 +166,63 @@ def test_fe_a_model_that_cannot_load_is_an_embedder_error(fe_models):
     with pytest.raises(EmbedderError, match="unsupported/model could not be loaded") as caught:
         FastEmbedEmbedder("unsupported/model")
     assert isinstance(caught.value.__cause__, ValueError)
+
+
+# --- a model not in the cache: downloaded when the hub answers, refused at once when not ---
+
+
+class _CachedOnly:
+    """A library whose model is cached or not: a cached-only load of one not cached fails."""
+
+    def __init__(self, cached: bool) -> None:
+        self.cached = cached
+        self.loads: list[dict[str, object]] = []
+
+    def __call__(self, **options: object) -> str:
+        self.loads.append(options)
+        if options.get("local_files_only") and not self.cached:
+            raise OSError("not in the cache and local_files_only=True")
+        return "the model"
+
+
+def test_a_cached_model_loads_without_the_network(monkeypatch):
+    monkeypatch.setattr(downloads, "hub_reachable", _never_asked)
+    library = _CachedOnly(cached=True)
+    assert "the model" == downloads.load("fastembed:m", library, {"threads": 2})
+    assert [{"threads": 2, "local_files_only": True}] == library.loads
+
+
+def test_a_model_not_cached_is_refused_at_once_when_the_hub_cannot_be_reached(monkeypatch):
+    monkeypatch.setattr(downloads, "hub_reachable", lambda: False)
+    library = _CachedOnly(cached=False)
+    with pytest.raises(EmbedderError, match=r"not in the local model cache and huggingface\.co"):
+        downloads.load("fastembed:m", library, {})
+    assert [{"local_files_only": True}] == library.loads  # no download tried: no retries
+
+
+def test_a_model_not_cached_is_downloaded_saying_so(monkeypatch, caplog):
+    monkeypatch.setattr(downloads, "hub_reachable", lambda: True)
+    library = _CachedOnly(cached=False)
+    with caplog.at_level(logging.WARNING):
+        assert "the model" == downloads.load("sentence-transformers:m", library, {})
+    assert [{"local_files_only": True}, {}] == library.loads
+    assert ["sentence-transformers:m is not in the local model cache: downloading it from"
+            " huggingface.co"] == [record.getMessage() for record in caplog.records]  # fmt: skip
+
+
+def test_an_explicit_local_files_only_is_one_attempt_as_given(monkeypatch):
+    monkeypatch.setattr(downloads, "hub_reachable", _never_asked)
+    library = _CachedOnly(cached=False)
+    with pytest.raises(EmbedderError, match="could not be loaded: not in the cache"):
+        downloads.load("fastembed:m", library, {"local_files_only": True})
+    assert [{"local_files_only": True}] == library.loads
+
+
+def test_the_hub_is_reachable_behind_a_proxy_without_asking_it(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setattr(socket, "create_connection", _never_asked)
+    assert downloads.hub_reachable()
+
+
+def _never_asked(*args: object, **kwargs: object) -> bool:
+    raise AssertionError("the network was asked")

@@ -109,10 +109,10 @@ def list_command(
         echo_json([entry_to_dict(result.entry) for result in found])
         return
     if not found:
-        where = f" in scope {settings.scope}" if settings.scope else ""
+        place = f" in scope {settings.scope}" if settings.scope else ""
         below = " or below" if descendants else ""
         passing = "" if passes.is_empty else " that pass the filters"
-        click.echo(f"No memories{where}{below}{passing}.", err=True)
+        click.echo(f"No memories{place}{below}{passing}.", err=True)
         return
     from loopctl_memory.cli.rendering import SearchResults, console
 

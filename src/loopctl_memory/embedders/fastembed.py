@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loopctl_memory.embedders import float32_rows, import_extra
-from loopctl_memory.errors import EmbedderError
+from loopctl_memory.embedders.downloads import load
 
 
 class FastEmbedEmbedder:
@@ -46,10 +46,9 @@ class FastEmbedEmbedder:
     def __init__(self, model: str, **kwargs: Any) -> None:
         library = import_extra("fastembed", "fastembed")
         self._name = f"fastembed:{model}"
-        try:
-            self._model: Any = library.TextEmbedding(model_name=model, **kwargs)
-        except Exception as exc:  # any failure to load (unsupported name, offline, bad files)
-            raise EmbedderError(f"{self._name} could not be loaded: {exc}") from exc
+        self._model: Any = load(
+            self._name, lambda **given: library.TextEmbedding(model_name=model, **given), kwargs
+        )
         dims = _described_dims(library.TextEmbedding, model)
         if dims is None:
             dims = len(next(iter(self._model.embed(["dims"]))))

@@ -8,7 +8,8 @@ import numpy as np
 import numpy.typing as npt
 
 from loopctl_memory.embedders import float32_rows, import_extra
-from loopctl_memory.errors import EmbedderError, InvalidArgumentError
+from loopctl_memory.embedders.downloads import load
+from loopctl_memory.errors import InvalidArgumentError
 
 QUERY_PROMPTS = ("query",)
 """The prompt a query gets by default: the first of these the model defines."""
@@ -70,10 +71,11 @@ class SentenceTransformerEmbedder:
             raise InvalidArgumentError(f"batch_size must be a positive int, not {batch_size!r}")
         library = import_extra("sentence_transformers", "sentence-transformers")
         self._name = f"sentence-transformers:{model}"
-        try:
-            self._model: Any = library.SentenceTransformer(model, device=device)
-        except Exception as exc:  # any failure to load (unknown name, offline, bad files)
-            raise EmbedderError(f"{self._name} could not be loaded: {exc}") from exc
+        self._model: Any = load(
+            self._name,
+            lambda **given: library.SentenceTransformer(model, **given),
+            {"device": device},
+        )
         self._batch_size = batch_size
         prompts: dict[str, str] = dict(getattr(self._model, "prompts", None) or {})
         self._query_prompt = _prompt_name(prompts, query_prompt_name, QUERY_PROMPTS)
