@@ -429,14 +429,23 @@ async def test_a_child_process_not_a_retrieval_builds_the_graphs_due(
         await _same_rankings(again, oracle)
 
 
+def _child_replaced(monkeypatch, tmp_path: Path, module: str, told: str) -> Path:
+    """The graph child replaced by ``tests.contract.<module>``; the file it tells what it saw.
+
+    ``told``: the end of the variable naming that file (``LOOPCTL_MEMORY_TEST_<told>``).
+    """
+    path = tmp_path / module
+    monkeypatch.setattr(graph_builds, "CHILD", f"tests.contract.{module}")
+    monkeypatch.setenv(f"LOOPCTL_MEMORY_TEST_{told}", str(path))
+    return path
+
+
 @pytest.mark.skipif(not hasattr(os, "nice"), reason="CPU niceness is POSIX's")
 async def test_the_child_builds_at_a_lower_priority_than_the_queries_beside_it(
     backend, tmp_path, monkeypatch
 ):
     target = await shared_target(backend, tmp_path)
-    told = tmp_path / "niceness"
-    monkeypatch.setattr(graph_builds, "CHILD", "tests.contract.niceness_graph_child")
-    monkeypatch.setenv("LOOPCTL_MEMORY_TEST_NICENESS", str(told))
+    told = _child_replaced(monkeypatch, tmp_path, "niceness_graph_child", "NICENESS")
     store, oracle = await _pair(target, IN_THE_BACKGROUND)
     try:
         await _both(store, oracle, _entries(0, 40))
@@ -451,9 +460,7 @@ async def test_closing_the_store_stops_the_child_still_building(
     backend, tmp_path, caplog, monkeypatch
 ):
     target = await shared_target(backend, tmp_path)
-    told = tmp_path / "child.pid"
-    monkeypatch.setattr(graph_builds, "CHILD", "tests.contract.hanging_graph_child")
-    monkeypatch.setenv("LOOPCTL_MEMORY_TEST_CHILD_PID", str(told))
+    told = _child_replaced(monkeypatch, tmp_path, "hanging_graph_child", "CHILD_PID")
     store, oracle = await _pair(target, IN_THE_BACKGROUND)
     try:
         await _both(store, oracle, _entries(0, 40))

@@ -43,6 +43,23 @@ def tag_option(help_text: str, *, stored: bool = False) -> Callable[[Decorated],
     )
 
 
+def categories_option(help_text: str) -> Callable[[Decorated], Decorated]:
+    """The option ``--category``/``-c CATEGORY``, repeatable, given as ``categories``."""
+    return click.option(
+        "--category",
+        "-c",
+        "categories",
+        multiple=True,
+        type=click.Choice(CATEGORIES),
+        help=help_text,
+    )
+
+
+def where_option(help_text: str) -> Callable[[Decorated], Decorated]:
+    """The option ``--where CONDITION``, repeatable, given as ``where`` (see cli.fields)."""
+    return click.option("--where", "where", multiple=True, metavar="CONDITION", help=help_text)
+
+
 def no_blank_text(
     _ctx: click.Context | None, _param: click.Parameter | None, value: str | None
 ) -> str | None:

@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from loopctl_memory.cli.arguments import CATEGORIES, tag_option
-from loopctl_memory.cli.fields import checked_conditions
+from loopctl_memory.cli.arguments import categories_option, tag_option, where_option
+from loopctl_memory.cli.fields import selection
 from loopctl_memory.cli.messages import echo_json, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
-from loopctl_memory.entry import MemoryCategory, MemoryEntry
+from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
-from loopctl_memory.filters import MemoryFilter
 
 if TYPE_CHECKING:
     from loopctl_memory.cli.rendering import SearchResult
@@ -51,22 +50,9 @@ _ORDERS: dict[str, Callable[[MemoryEntry], float]] = {
     help="'created': the newest first; 'relevance': the most relevant first "
     "(ties: the newest stored first).",
 )
-@click.option(
-    "--category",
-    "-c",
-    "categories",
-    multiple=True,
-    type=click.Choice(CATEGORIES),
-    help="Only memories of this category (repeatable: any of them).",
-)
+@categories_option("Only memories of this category (repeatable: any of them).")
 @tag_option("Only memories with this tag, ignoring case (repeatable: any of them).")
-@click.option(
-    "--where",
-    "where",
-    multiple=True,
-    metavar="CONDITION",
-    help="Only memories whose metadata meets CONDITION, as for `search --where`.",
-)
+@where_option("Only memories whose metadata meets CONDITION, as for `search --where`.")
 @click.option("--descendants", is_flag=True, help="Also the memories of the scopes below --scope.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the entries.")
 @click.pass_obj
@@ -87,11 +73,7 @@ def list_command(
     `update` and `delete` take), when it was created, its category, relevance,
     tags and text (cut as `search` cuts it).
     """
-    passes = MemoryFilter(
-        categories=frozenset(map(MemoryCategory, categories)) or None,
-        tags_any=tags or None,
-        metadata=checked_conditions(where),
-    )
+    passes = selection(categories, tags, where)
 
     async def work(store: SqlMemoryStore) -> list[SearchResult]:
         from loopctl_memory.cli.rendering import SearchResult

@@ -16,14 +16,16 @@ from loopctl_memory import scopes as scope_names
 from loopctl_memory.cli.arguments import (
     CATEGORIES,
     SHARE,
+    categories_option,
     duration,
     memory_id,
     moment,
     no_blank_text,
     resolve_id,
     tag_option,
+    where_option,
 )
-from loopctl_memory.cli.fields import checked_conditions, metadata_of
+from loopctl_memory.cli.fields import metadata_of, selection
 from loopctl_memory.cli.messages import echo_json, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, need_embedder, with_store
@@ -187,14 +189,7 @@ def add(
     "embedder, bm25 without. --ranking reference ranks as the Python library's retrieve "
     "does by default.",
 )
-@click.option(
-    "--category",
-    "-c",
-    "categories",
-    multiple=True,
-    type=click.Choice(CATEGORIES),
-    help="Only memories of this category (repeatable: any of them).",
-)
+@categories_option("Only memories of this category (repeatable: any of them).")
 @tag_option("Only memories with this tag, ignoring case (repeatable: any of them).")
 @click.option(
     "--since",
@@ -223,14 +218,10 @@ def add(
     "scope) count with ranking bm25, vector or hybrid: 'auto' (the default: as much as the "
     "scope's memories read as a stream) or a weight (0: not at all).",
 )
-@click.option(
-    "--where",
-    "where",
-    multiple=True,
-    metavar="CONDITION",
-    help="Only memories whose metadata meets CONDITION (repeatable: each must hold): "
+@where_option(
+    "Only memories whose metadata meets CONDITION (repeatable: each must hold): "
     "PATH=VALUE, PATH!=VALUE, PATH>VALUE, PATH>=VALUE, PATH<VALUE, PATH<=VALUE, PATH? "
-    "(present) or PATH!? (absent); PATH is keys joined by dots, VALUE JSON or text.",
+    "(present) or PATH!? (absent); PATH is keys joined by dots, VALUE JSON or text."
 )
 @click.option(
     "--include-unmatched",
@@ -285,13 +276,8 @@ def search(
         if asked not in (None, "reference"):
             raise click.UsageError("--include-unmatched applies to --ranking reference only")
         asked = "reference"
-    passes = MemoryFilter(
-        categories=frozenset(map(MemoryCategory, categories)) or None,
-        tags_any=tags or None,
-        validated=validated,
-        created_after=since,
-        created_before=until,
-        metadata=checked_conditions(where),
+    passes = selection(
+        categories, tags, where, validated=validated, created_after=since, created_before=until
     )
 
     async def work(store: SqlMemoryStore) -> tuple[list[SearchResult], str, str]:

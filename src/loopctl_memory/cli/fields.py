@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from loopctl_memory.entry import MemoryCategory
 from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter
 
@@ -90,3 +91,20 @@ def checked_conditions(where: tuple[str, ...]) -> dict[str, object] | None:
     except InvalidArgumentError as exc:
         raise click.BadParameter(str(exc), param_hint="'--where'") from None
     return conditions
+
+
+def selection(
+    categories: tuple[str, ...], tags: tuple[str, ...], where: tuple[str, ...], **more: Any
+) -> MemoryFilter:
+    """The filter of ``--category``, ``--tag`` and ``--where`` (and ``more`` of its fields).
+
+    Raises:
+        click.BadParameter: a ``--where`` condition the filter refuses.
+
+    """
+    return MemoryFilter(
+        categories=frozenset(map(MemoryCategory, categories)) or None,
+        tags_any=tags or None,
+        metadata=checked_conditions(where),
+        **more,
+    )

@@ -9,13 +9,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from loopctl_memory.cli.arguments import CATEGORIES, SHARE, duration, tag_option
-from loopctl_memory.cli.fields import checked_conditions
+from loopctl_memory.cli.arguments import (
+    SHARE,
+    categories_option,
+    duration,
+    tag_option,
+    where_option,
+)
+from loopctl_memory.cli.fields import selection
 from loopctl_memory.cli.messages import confirm, counted, echo_json, example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
-from loopctl_memory.entry import MemoryCategory
-from loopctl_memory.filters import MemoryFilter
 
 if TYPE_CHECKING:
     from loopctl_memory.entry import ConsolidationStats
@@ -151,22 +155,11 @@ def stats(settings: Settings, as_json: bool) -> None:
     callback=duration,
     help="Memories created longer ago than this (30d, 12h, 2w, ...).",
 )
-@click.option(
-    "--category",
-    "-c",
-    "categories",
-    multiple=True,
-    type=click.Choice(CATEGORIES),
-    help="Memories of this category (repeatable: any of them).",
-)
+@categories_option("Memories of this category (repeatable: any of them).")
 @tag_option("Memories with this tag, ignoring case (repeatable: any of them).")
-@click.option(
-    "--where",
-    "where",
-    multiple=True,
-    metavar="CONDITION",
-    help="Memories whose metadata meets CONDITION, written as for `search --where` "
-    "(repeatable: each must hold).",
+@where_option(
+    "Memories whose metadata meets CONDITION, written as for `search --where` "
+    "(repeatable: each must hold)."
 )
 @click.option("--below", type=SHARE, help="Memories whose relevance is below this.")
 @click.option("--everything", is_flag=True, help="Every memory (of the scope), said explicitly.")
@@ -184,11 +177,7 @@ def forget(
     yes: bool,
 ) -> None:
     """Delete the memories that meet every condition given."""
-    passes = MemoryFilter(
-        categories=frozenset(map(MemoryCategory, categories)) or None,
-        tags_any=tags or None,
-        metadata=checked_conditions(where),
-    )
+    passes = selection(categories, tags, where)
     if older_than is None and passes.is_empty and below is None and not everything:
         raise click.UsageError(
             "say what to forget: --older-than, --category, --tag, --where, --below, or --everything"
