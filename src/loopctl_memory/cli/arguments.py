@@ -55,6 +55,18 @@ def categories_option(help_text: str) -> Callable[[Decorated], Decorated]:
     )
 
 
+def limit_option(default: int) -> Callable[[Decorated], Decorated]:
+    """The option ``--limit``/``-n N``: how many memories to show, at least 1."""
+    return click.option(
+        "--limit",
+        "-n",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=True,
+        help="How many memories to show at most.",
+    )
+
+
 def where_option(help_text: str) -> Callable[[Decorated], Decorated]:
     """The option ``--where CONDITION``, repeatable, given as ``where`` (see cli.fields)."""
     return click.option("--where", "where", multiple=True, metavar="CONDITION", help=help_text)

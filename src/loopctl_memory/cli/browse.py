@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from loopctl_memory.cli.arguments import categories_option, tag_option, where_option
+from loopctl_memory.cli.arguments import (
+    categories_option,
+    limit_option,
+    tag_option,
+    where_option,
+)
 from loopctl_memory.cli.fields import selection
 from loopctl_memory.cli.messages import echo_json, example
 from loopctl_memory.cli.names import PROG
@@ -34,14 +39,7 @@ _ORDERS: dict[str, Callable[[MemoryEntry], float]] = {
         f"{PROG} list --descendants --category error_pattern --json",
     ),
 )
-@click.option(
-    "--limit",
-    "-n",
-    type=click.IntRange(min=1),
-    default=20,
-    show_default=True,
-    help="How many memories to show at most.",
-)
+@limit_option(20)
 @click.option(
     "--sort",
     type=click.Choice(list(_ORDERS)),

@@ -18,6 +18,7 @@ from loopctl_memory.cli.arguments import (
     SHARE,
     categories_option,
     duration,
+    limit_option,
     memory_id,
     moment,
     no_blank_text,
@@ -169,14 +170,7 @@ def add(
     )
 )
 @click.argument("query")
-@click.option(
-    "--limit",
-    "-n",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="How many memories to show at most.",
-)
+@limit_option(10)
 @click.option(
     "--ranking",
     type=click.Choice(RANKINGS),
