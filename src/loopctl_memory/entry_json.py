@@ -182,15 +182,7 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
         None if data.get(name) is None else _time(data[name], name, or_null=True)
         for name in ("last_accessed", "last_decayed", "expires_at")
     ]
-    if "id" not in keys:
-        data["id"] = str(uuid.uuid4())
-    raw_id = data["id"]
-    if type(raw_id) is not str:
-        raise InvalidEntryError(f"id must be a string, not {_json_kind(raw_id)}")
-    try:
-        entry_id = uuid.UUID(raw_id)
-    except ValueError:
-        raise InvalidEntryError(f"id {raw_id!r} is not a UUID") from None
+    entry_id = _id(data["id"]) if "id" in keys else uuid.uuid4()
     created_at = (
         _time(data["created_at"], "created_at") if "created_at" in keys else datetime.now(UTC)
     )
@@ -219,6 +211,16 @@ def scoped_entry_from_json(line: str | bytes) -> tuple[str, MemoryEntry]:
     entry.last_accessed = None if stamps[0] is None else stamps[0].astimezone(UTC)
     entry.last_decayed = None if stamps[1] is None else stamps[1].astimezone(UTC)
     return scope, entry
+
+
+def _id(raw: object) -> uuid.UUID:
+    """The UUID a line's ``id`` holds."""
+    if type(raw) is not str:
+        raise InvalidEntryError(f"id must be a string, not {_json_kind(raw)}")
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise InvalidEntryError(f"id {raw!r} is not a UUID") from None
 
 
 def _time(raw: object, name: str, *, or_null: bool = False) -> datetime:

@@ -77,11 +77,10 @@ def list_command(
         from loopctl_memory.cli.rendering import SearchResult
 
         chosen = await _largest(store.iter_entries(filter=passes, newest_first=True), limit, sort)
-        ids = store.with_descendants()
-        shown = [] if as_json else [await ids.short_id(entry.id) for entry in chosen]
-        return [
-            SearchResult(entry, entry.relevance, short)
-            for entry, short in zip(chosen, shown or [""] * len(chosen), strict=True)
+        ids = store.with_descendants()  # short ids as get, update and delete look them up
+        return [  # the JSON has the full ids: no short ids to look up
+            SearchResult(entry, entry.relevance, "" if as_json else await ids.short_id(entry.id))
+            for entry in chosen
         ]
 
     found = with_store(settings, work, descendants=descendants)
