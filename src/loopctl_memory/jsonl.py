@@ -41,6 +41,9 @@ Each batch is a block of the token index and a commit that writes every page it
 touched in the id index, whose keys are random: fewer, larger batches make
 fewer of both, for more memory while one is held."""
 
+EXPORT_BATCH = 10_000
+"""Entries read per transaction by :func:`export_jsonl` unless told otherwise."""
+
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 
@@ -357,7 +360,10 @@ async def _named_duplicate(
 
 
 async def export_jsonl(
-    store: SqlMemoryStore, target: str | os.PathLike[str] | IO[bytes], *, batch_size: int = 10_000
+    store: SqlMemoryStore,
+    target: str | os.PathLike[str] | IO[bytes],
+    *,
+    batch_size: int = EXPORT_BATCH,
 ) -> int:
     """Write every entry of ``store`` as JSON Lines, in insertion order; return how many.
 

@@ -251,7 +251,7 @@ class SyncMemoryStore:
         return self._runner.run(self._store.pending_embeddings())
 
     def export_jsonl(
-        self, target: str | os.PathLike[str] | IO[bytes], *, batch_size: int = 10_000
+        self, target: str | os.PathLike[str] | IO[bytes], *, batch_size: int = jsonl.EXPORT_BATCH
     ) -> int:
         """Write every entry as JSON Lines; how many (:func:`loopctl_memory.jsonl.export_jsonl`)."""
         return self._runner.run(jsonl.export_jsonl(self._store, target, batch_size=batch_size))
