@@ -127,8 +127,8 @@ async def reset_postgres(url: str) -> None:
         await connection.execute(
             text(
                 "TRUNCATE entries, tags, tokens, token_grams, token_blocks, entry_blocks,"
-                " piece_blocks, tag_values, tag_blocks, words, word_blocks, changes, vectors, "
-                "scopes RESTART IDENTITY CASCADE"
+                " piece_blocks, tag_values, tag_blocks, words, word_blocks, changes, vectors,"
+                " history, scopes RESTART IDENTITY CASCADE"
             )
         )
         await connection.execute(text("INSERT INTO scopes (id, name) VALUES (0, '')"))

@@ -119,6 +119,12 @@ class AsyncOverSync:
     async def sweep_expired(self) -> int:
         return await asyncio.to_thread(self.sync.sweep_expired)
 
+    async def history(self, entry_id: uuid.UUID | None = None, **choices: Any) -> Any:
+        return await asyncio.to_thread(self.sync.history, entry_id, **choices)
+
+    async def history_of(self, entry_ids: Any) -> Any:
+        return await asyncio.to_thread(self.sync.history_of, list(entry_ids))
+
     async def get_by_key(self, key: str) -> MemoryEntry | None:
         return await asyncio.to_thread(self.sync.get_by_key, key)
 

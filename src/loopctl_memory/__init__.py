@@ -27,6 +27,7 @@ from loopctl_memory.rankings import Explanation
 if TYPE_CHECKING:
     from loopctl_memory import sync as sync  # the blocking API, a module of its own
     from loopctl_memory.builtin import InMemoryStore
+    from loopctl_memory.history import HistoryEvent
     from loopctl_memory.lifecycle import ConsolidationConfig
     from loopctl_memory.sql.opening import OpenOptions, open_store
     from loopctl_memory.sql.store import SqlMemoryStore
@@ -42,6 +43,7 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "Explanation",
+    "HistoryEvent",
     "InMemoryStore",
     "InvalidArgumentError",
     "InvalidEntryError",
@@ -65,6 +67,7 @@ __all__ = [
 
 _LAZY = {
     "ConsolidationConfig": "loopctl_memory.lifecycle",
+    "HistoryEvent": "loopctl_memory.history",
     "InMemoryStore": "loopctl_memory.builtin",
     "OpenOptions": "loopctl_memory.sql.opening",
     "RecordedEmbedder": "loopctl_memory.sql.store_embeddings",

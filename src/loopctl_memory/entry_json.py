@@ -68,8 +68,12 @@ DEFAULTED_FIELDS = frozenset(("id", "tags", "relevance", "created_at", "access_c
 """Keys every written line has but a line written by hand may leave out: a new id, no
 tags, relevance 1.0, created now, never accessed, not validated (as ``add`` stores)."""
 
-_FIELD_SET = frozenset(FIELDS)
-_REQUIRED = _FIELD_SET - OPTIONAL_FIELDS - DEFAULTED_FIELDS
+HISTORY_FIELD = "history"
+"""The key of a memory's events on a line ``export --history`` writes: a line may hold it;
+reading a line skips it (an import records each memory's own ``stored`` event)."""
+
+_FIELD_SET = frozenset((*FIELDS, HISTORY_FIELD))
+_REQUIRED = frozenset(FIELDS) - OPTIONAL_FIELDS - DEFAULTED_FIELDS
 _CATEGORY_VALUES = frozenset(category.value for category in MemoryCategory)
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -95,6 +99,7 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     metadata: dict[str, Any] | None = None
     key: str | None = None
     expires_at: str | None = None
+    history: Any = None  # skipped (see HISTORY_FIELD)
 
 
 _LINE = msgspec.json.Decoder(_Line)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 import time
 import uuid
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
 from loopctl_memory.arguments import check_batch_size
-from loopctl_memory.entry_json import entry_to_json, flat_from_json
+from loopctl_memory.entry import MemoryEntry
+from loopctl_memory.entry_json import HISTORY_FIELD, entry_to_dict, entry_to_json, flat_from_json
 from loopctl_memory.errors import (
     DuplicateEntryError,
     InvalidArgumentError,
@@ -364,11 +366,14 @@ async def export_jsonl(
     target: str | os.PathLike[str] | IO[bytes],
     *,
     batch_size: int = EXPORT_BATCH,
+    history: bool = False,
 ) -> int:
     """Write every entry of ``store`` as JSON Lines, in insertion order; return how many.
 
     A path is written next to itself and renamed when complete, so a failed
-    export never leaves half a file; a stream is written as it goes.
+    export never leaves half a file; a stream is written as it goes. With
+    ``history``, each line also holds the memory's events under ``"history"``
+    (:meth:`HistoryEvent.to_dict`, oldest first), which an import skips.
 
     Raises:
         InvalidArgumentError: ``store`` is not an async store (a
@@ -378,12 +383,12 @@ async def export_jsonl(
     """
     _check_store(store, "export_jsonl")
     if not isinstance(target, str | os.PathLike):
-        return await _write_entries(store, target, batch_size)
+        return await _write_entries(store, target, batch_size, history=history)
     path = Path(target)
     partial = path.with_name(f".{path.name}.partial")
     try:
         with partial.open("wb") as stream:
-            written = await _write_entries(store, stream, batch_size)
+            written = await _write_entries(store, stream, batch_size, history=history)
         partial.replace(path)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -391,17 +396,43 @@ async def export_jsonl(
     return written
 
 
-async def _write_entries(store: SqlMemoryStore, stream: IO[bytes], batch_size: int) -> int:
+async def _write_entries(
+    store: SqlMemoryStore, stream: IO[bytes], batch_size: int, *, history: bool
+) -> int:
     written = 0
-    chunk: list[bytes] = []
-    async for scope, entry in store.iter_scoped_entries(batch_size=batch_size):
-        chunk.append(entry_to_json(entry, scope).encode() + b"\n")
+    chunk: list[tuple[str, MemoryEntry]] = []
+    async for scoped in store.iter_scoped_entries(batch_size=batch_size):
+        chunk.append(scoped)
         if len(chunk) >= batch_size:
-            stream.write(b"".join(chunk))
-            written += len(chunk)
+            written += await _write_chunk(store, stream, chunk, history=history)
             chunk.clear()
-    stream.write(b"".join(chunk))
-    return written + len(chunk)
+    return written + await _write_chunk(store, stream, chunk, history=history)
+
+
+async def _write_chunk(
+    store: SqlMemoryStore,
+    stream: IO[bytes],
+    chunk: list[tuple[str, MemoryEntry]],
+    *,
+    history: bool,
+) -> int:
+    """Write the lines of ``chunk`` (each entry's events too, with ``history``); how many."""
+    if not history:
+        stream.write(
+            b"".join(entry_to_json(entry, scope).encode() + b"\n" for scope, entry in chunk)
+        )
+        return len(chunk)
+    events = await store.history_of(entry.id for _, entry in chunk)
+    lines = []
+    for scope, entry in chunk:
+        fields = entry_to_dict(entry, scope)
+        fields[HISTORY_FIELD] = [
+            {name: value for name, value in event.to_dict().items() if name not in ("id", "scope")}
+            for event in events.get(entry.id, [])
+        ]
+        lines.append(json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+    stream.write(b"".join(lines))
+    return len(chunk)
 
 
 def _check_store(store: object, call: str) -> None:

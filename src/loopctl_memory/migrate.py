@@ -58,7 +58,7 @@ def script_location() -> Path:
     return shipped if (shipped / "env.py").is_file() else package.parents[1] / "migrations"
 
 
-HEAD_REVISION = "0013"
+HEAD_REVISION = "0014"
 """The newest migration; a test checks it against the migration scripts."""
 
 # alembic's own version table, exactly as alembic creates it (a test compares the two).

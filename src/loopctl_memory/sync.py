@@ -38,6 +38,7 @@ from loopctl_memory.context import Context
 from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch
+from loopctl_memory.history import HistoryEvent
 from loopctl_memory.lifecycle import UNSET, ConsolidationConfig, Unset
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import Explanation
@@ -251,10 +252,16 @@ class SyncMemoryStore:
         return self._runner.run(self._store.pending_embeddings())
 
     def export_jsonl(
-        self, target: str | os.PathLike[str] | IO[bytes], *, batch_size: int = jsonl.EXPORT_BATCH
+        self,
+        target: str | os.PathLike[str] | IO[bytes],
+        *,
+        batch_size: int = jsonl.EXPORT_BATCH,
+        history: bool = False,
     ) -> int:
         """Write every entry as JSON Lines; how many (:func:`loopctl_memory.jsonl.export_jsonl`)."""
-        return self._runner.run(jsonl.export_jsonl(self._store, target, batch_size=batch_size))
+        return self._runner.run(
+            jsonl.export_jsonl(self._store, target, batch_size=batch_size, history=history)
+        )
 
     def import_jsonl(
         self,
@@ -335,6 +342,35 @@ class SyncMemoryStore:
     def sweep_expired(self) -> int:
         """Delete the view's entries that have expired; return how many."""
         return self._runner.run(self._store.sweep_expired())
+
+    def history(
+        self,
+        entry_id: uuid.UUID | None = None,
+        *,
+        filter: MemoryFilter | None = None,
+        since: datetime | timedelta | None = None,
+        events: Iterable[str] | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[HistoryEvent]:
+        """The events of the view's memories, oldest first: of one memory, or of those asked.
+
+        See :meth:`SqlMemoryStore.history <loopctl_memory.sql.store.SqlMemoryStore.history>`.
+        """
+        return self._runner.run(
+            self._store.history(
+                entry_id,
+                filter=filter,
+                since=since,
+                events=events,
+                limit=limit,
+                newest_first=newest_first,
+            )
+        )
+
+    def history_of(self, entry_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, list[HistoryEvent]]:
+        """The events of each of ``entry_ids`` the view stores, oldest first, in one read."""
+        return self._runner.run(self._store.history_of(entry_ids))
 
     def get_by_key(self, key: str) -> MemoryEntry | None:
         """The entry of the store's own scope holding ``key``, or None.

@@ -60,6 +60,7 @@ async def test_open_store_upgrades_an_empty_database_to_head(kind, tmp_path):
         "embedders",
         "vectors",
         "entry_fields",
+        "history",
     } == tables
 
 
@@ -364,3 +365,35 @@ async def test_the_previous_head_upgrades_with_every_entry_and_no_metadata_key_o
     assert [("{}", None, None)] == added
     assert [("ok",)] == checked
     assert [] == dangling
+
+
+async def test_0014_gives_every_existing_entry_its_stored_event(tmp_path):
+    """0014 creates the history: each entry stored before it gets one event, at its
+    created_at, caused by the upgrade; its later events follow; down and up again."""
+    path = _sqlite_file(tmp_path)
+    stored = _entries(random.Random(3), 200)
+    async with open_store(path) as store:
+        await store.store_many(stored)
+        async with store.engine.connect() as connection:
+            assert "0013" == await connection.run_sync(migrate.upgrade_to, "0013")
+    with sqlite3.connect(path) as raw:
+        tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master")}
+    raw.close()
+    assert "history" not in tables
+    async with open_store(path) as store:
+        assert migrate.HEAD_REVISION == await store.schema_revision()
+        assert stored == [entry async for entry in store.iter_entries()]
+        for entry in stored[::37]:
+            (event,) = await store.history(entry.id)
+            assert ("stored", entry.created_at, "upgrade") == (event.event, event.at, event.cause)
+        await store.delete(stored[0].id)
+        assert ["stored", "deleted"] == [e.event for e in await store.history(stored[0].id)]
+        async with store.engine.connect() as connection:
+            await connection.run_sync(migrate.upgrade_to, "0013")
+            await connection.run_sync(migrate.upgrade_to, "head")
+            await connection.run_sync(migrate.check)
+        assert 199 == len(await store.history())
+    with sqlite3.connect(path) as raw:
+        checked = raw.execute("PRAGMA integrity_check").fetchall()
+    raw.close()
+    assert [("ok",)] == checked

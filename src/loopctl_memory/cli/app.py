@@ -12,7 +12,16 @@ from typing import IO, Any, NoReturn
 
 import click
 
-from loopctl_memory.cli import browse, entries, maintenance, schema, serve, transfer, vectors
+from loopctl_memory.cli import (
+    browse,
+    entries,
+    history,
+    maintenance,
+    schema,
+    serve,
+    transfer,
+    vectors,
+)
 from loopctl_memory.cli.global_options import add_to_command, add_to_group, check_scope
 from loopctl_memory.cli.messages import example, one_line
 from loopctl_memory.cli.names import DB_ENVVAR, PROG
@@ -156,6 +165,7 @@ for command in (
     entries.search,
     browse.list_command,
     entries.get,
+    history.history_command,
     entries.delete,
     entries.update,
     maintenance.consolidate,

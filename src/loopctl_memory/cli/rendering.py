@@ -25,6 +25,7 @@ from rich.text import Text
 from loopctl_memory.binary32 import f32
 from loopctl_memory.entry import ConsolidationStats, MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
+from loopctl_memory.history import HistoryEvent, describe
 from loopctl_memory.metadata import encoded
 
 if TYPE_CHECKING:
@@ -410,4 +411,25 @@ def revisions_table(history: Sequence[Revision], *, current: str | None, head: s
             if on
         ]
         table.add_row(script.revision, Text(script.message), ", ".join(marks))
+    return table
+
+
+def history_table(events: Sequence[HistoryEvent]) -> Table:
+    """``history``: each event's time (UTC), kind, memory (short id), scope, cause, effect."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("at (UTC)", no_wrap=True)
+    table.add_column("event", no_wrap=True)
+    table.add_column("memory", no_wrap=True)
+    table.add_column("scope", no_wrap=True)
+    table.add_column("cause", no_wrap=True)
+    table.add_column("what", overflow="fold")
+    for event in events:
+        table.add_row(
+            event.at.strftime("%Y-%m-%d %H:%M:%S"),
+            Text(event.event, style="red" if event.removed else ""),
+            event.entry_id.hex[:8],
+            Text(event.scope) if event.scope else Text("(own)", style="italic"),
+            event.cause or "",
+            Text(describe(event)),
+        )
     return table

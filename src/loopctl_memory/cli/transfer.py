@@ -59,8 +59,15 @@ def _same_file(one: Path, other: str) -> bool:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write to this file instead of standard output.",
 )
+@click.option(
+    "--history",
+    "with_history",
+    is_flag=True,
+    help='Also each memory\'s events (what `history ID` shows), under "history" '
+    "on its line; `import` takes such lines, their history left out.",
+)
 @click.pass_obj
-def export_command(settings: Settings, output: Path | None) -> None:
+def export_command(settings: Settings, output: Path | None, with_history: bool) -> None:
     """Write every memory as JSON Lines, one entry a line, in the order they were stored.
 
     Every scope is written (with --scope: that scope and those below it), each
@@ -76,7 +83,11 @@ def export_command(settings: Settings, output: Path | None) -> None:
         _not_the_database(settings, output)
 
     target = sys.stdout.buffer if output is None else output
-    written = with_store(settings, lambda store: export_jsonl(store, target), descendants=True)
+    written = with_store(
+        settings,
+        lambda store: export_jsonl(store, target, history=with_history),
+        descendants=True,
+    )
     if output is None:
         sys.stdout.buffer.flush()
     else:

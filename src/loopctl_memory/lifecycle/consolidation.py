@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -135,12 +135,18 @@ class ConsolidationResult:
         slots: for each survivor, the input position it stands at (its
             cluster's first member); strictly increasing.
         stats: the counts of the pass.
+        merged: for each input position folded into another, the position of
+            the member whose id the merged memory keeps.
+        pruned: each dropped memory as it was when dropped, with the input
+            position whose id it has.
 
     """
 
     entries: list[MemoryEntry]
     slots: list[int]
     stats: ConsolidationStats
+    merged: dict[int, int] = field(default_factory=dict)
+    pruned: list[tuple[int, MemoryEntry]] = field(default_factory=list)
 
 
 def consolidate_entries(
@@ -193,7 +199,10 @@ def _consolidate(
     saved = 0
     slots: list[int]
     kept: list[MemoryEntry]
+    merged_into: dict[int, int] = {}
+    owners: list[int]  # the input position whose id each kept memory has
     if runs.merge:
+        owners = []
         kept = []
         slots = []
         for members in cluster_positions(work, runs.merge_threshold):
@@ -201,16 +210,21 @@ def _consolidate(
             slots.append(seed)
             if len(members) == 1:
                 kept.append(work[seed])
+                owners.append(seed)
                 continue
             cluster = promote_highest_quality(
                 Cluster(work[seed], [work[position] for position in members[1:]]), now
             )
             merged += len(cluster.duplicates)
             saved += sum(_utf8_length(duplicate.memory) for duplicate in cluster.duplicates)
+            owner = next(p for p in members if work[p].id == cluster.canonical.id)
+            merged_into.update((p, owner) for p in members if p != owner)
+            owners.append(owner)
             kept.append(merge_cluster(cluster))
     else:
         kept = list(work)
         slots = list(range(len(kept)))
+        owners = slots
 
     floor = f32(runs.prune_floor)
     prunable: Callable[[MemoryEntry], bool]
@@ -226,9 +240,11 @@ def _consolidate(
 
     survivors: list[MemoryEntry] = []
     survivor_slots: list[int] = []
-    for entry, slot in zip(kept, slots, strict=True):
+    dropped: list[tuple[int, MemoryEntry]] = []
+    for entry, slot, owner in zip(kept, slots, owners, strict=True):
         if prunable(entry):
             saved += _utf8_length(entry.memory)
+            dropped.append((owner, entry))
         else:
             survivors.append(entry)
             survivor_slots.append(slot)
@@ -243,4 +259,6 @@ def _consolidate(
             merged=merged,
             bytes_saved=saved,
         ),
+        merged_into,
+        dropped,
     )

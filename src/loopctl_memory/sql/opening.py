@@ -30,6 +30,7 @@ from loopctl_memory.errors import (
     StorageError,
 )
 from loopctl_memory.expiry import check_refresh, check_ttl
+from loopctl_memory.history import KEEP_HISTORY
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import check_ranking
@@ -108,6 +109,11 @@ class OpenOptions(TypedDict, total=False):
         refresh_on_read: ``retrieve``, ``get`` and ``get_by_key`` move the
             expiry of each memory they return to ``ttl`` from now (needs
             ``ttl``; default False).
+        history: each write records what it did to each memory, in its
+            transaction (default True; see :mod:`loopctl_memory.history`).
+        keep_history: how long events are kept: a consolidation deletes the
+            older events of the scopes it passes over (a positive timedelta;
+            default 90 days; None: for ever).
 
     """
 
@@ -132,6 +138,8 @@ class OpenOptions(TypedDict, total=False):
     context: Context
     ttl: timedelta | None
     refresh_on_read: bool
+    history: bool
+    keep_history: timedelta | None
 
 
 RECORDED = "recorded"
@@ -204,11 +212,7 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
     resolved = resolve_target(target)
     read_only = _flag(options, "read_only")
     track_access = _flag(options, "track_access")
-    consolidation = options.get("consolidation") or ConsolidationConfig()
-    if not isinstance(consolidation, ConsolidationConfig):
-        raise InvalidArgumentError(
-            f"consolidation must be a ConsolidationConfig, not {type(consolidation).__name__}"
-        )
+    consolidation = _consolidation(options)
     given = options.get("embedder")
     seconds = check_timeout(options.get("embed_timeout", embedding.DEFAULT_TIMEOUT))
     store_embedder = (
@@ -219,6 +223,7 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
     weighing = check_context(options.get("context", AUTO))
     ttl = check_ttl(options.get("ttl"))
     refresh_on_read = check_refresh(options.get("refresh_on_read", False), ttl)
+    recording = _flag(options, "history", default=True), _keep_history(options)
     if read_only and track_access:
         raise InvalidArgumentError("track_access=True writes access stamps: not read_only")
     if read_only and resolved.is_memory:
@@ -267,6 +272,8 @@ async def open_sql_store(target: str | os.PathLike[str], options: OpenOptions) -
         embed_timeout=seconds,
         ttl=ttl,
         refresh_on_read=refresh_on_read,
+        history=recording[0],
+        keep_history=recording[1],
         graph_home=None
         if resolved.is_memory
         else (in_user_cache() if file is None else beside_file(file)),
@@ -376,10 +383,35 @@ def _released_on_failure(held: HeldFile | None) -> Iterator[None]:
         raise
 
 
-def _flag(options: OpenOptions, name: Literal["read_only", "track_access"]) -> bool:
-    value = options.get(name, False)
+def _flag(
+    options: OpenOptions,
+    name: Literal["read_only", "track_access", "history"],
+    *,
+    default: bool = False,
+) -> bool:
+    value = options.get(name, default)
     if type(value) is not bool:
         raise InvalidArgumentError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _consolidation(options: OpenOptions) -> ConsolidationConfig:
+    consolidation = options.get("consolidation") or ConsolidationConfig()
+    if not isinstance(consolidation, ConsolidationConfig):
+        raise InvalidArgumentError(
+            f"consolidation must be a ConsolidationConfig, not {type(consolidation).__name__}"
+        )
+    return consolidation
+
+
+def _keep_history(options: OpenOptions) -> timedelta | None:
+    value = options.get("keep_history", KEEP_HISTORY)
+    if value is None:
+        return None
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise InvalidArgumentError(
+            f"keep_history must be a positive timedelta or None, not {value!r}"
+        )
     return value
 
 

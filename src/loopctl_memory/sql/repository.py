@@ -8,7 +8,7 @@ candidates and ``loopctl_memory.scoring`` ranks them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -25,26 +25,23 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from loopctl_memory import history
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.entry import MemoryCategory, MemoryEntry, Summary
 from loopctl_memory.errors import DuplicateEntryError
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch, microseconds
 from loopctl_memory.keys import keys_of_batch
-from loopctl_memory.lifecycle import ForgetRule
 from loopctl_memory.metadata import encoded
-from loopctl_memory.scoring import PRUNE_THRESHOLD
-from loopctl_memory.sql import fields, filtering, index, keys
+from loopctl_memory.sql import fields, filtering, history_record, index, keys, removals
 from loopctl_memory.sql.backend import Statement, backend_of
 from loopctl_memory.sql.entry_rows import ENTRY_NAMES, IDS_PER_STATEMENT, chunks, entry_of
 from loopctl_memory.sql.fields import INSERT_FIELDS
+from loopctl_memory.sql.history_record import Stamp
 from loopctl_memory.sql.scope_rows import (
     EVERY_SCOPE,
-    Clock,
     ScopeIds,
     ensure_scopes,
-    expired_by,
-    scope_id,
 )
 from loopctl_memory.sql.tables import (
     INSERT_ENTRIES,
@@ -75,12 +72,14 @@ async def insert_entries(
     *,
     term_ids: KnownTerms | None = None,
     fold_at: int | None = None,
+    stamp: Stamp | None = None,
 ) -> tuple[int, int, dict[str, int]]:
     """Insert checked entries in order, index a tail of ``fold_at`` entries or more.
 
     Each entry goes into its scope (relative to ``base``, the writing view's scope);
     ``known``: ids of scope names already looked up; ``term_ids``: the store's
-    term ids, for indexing; ``fold_at``: default, the tuning's ``tail_limit``.
+    term ids, for indexing; ``fold_at``: default, the tuning's ``tail_limit``;
+    ``stamp``: the write's events (None: none recorded).
     Returns the watermark after, the last entry's seq, and the id of each
     scope name the batch went into.
 
@@ -96,11 +95,22 @@ async def insert_entries(
     ids = {name: known[name] for name in absolute.values() if name in known}
     ids.update(await ensure_scopes(connection, set(absolute.values()) - ids.keys()))
     scope_ids_by_name = {name: ids[absolute[name]] for name in relative}
+    backend = backend_of(connection)
+    if stamp is not None:
+        keyed = [(scope_ids_by_name[e[10]], e[12], e[0]) for e in batch.entries if e[12]]
+        if keyed:
+            await connection.exec_driver_sql(
+                backend.sql(history_record.RECORD_REPLACED),
+                history_record.replaced_rows(
+                    stamp,
+                    [(scope, backend.encode(key)) for scope, key, _ in keyed],
+                    [uuid.UUID(hex=new) for _, _, new in keyed],
+                ),
+            )
     for condition in keys.replaced(batch, scope_ids_by_name):
-        await remove(connection, condition)
+        await removals.remove(connection, condition)
     position = await connection.run_sync(index.write_position)
     first_seq = position.next_seq
-    backend = backend_of(connection)
     await connection.exec_driver_sql(
         backend.sql(INSERT_ENTRIES), backend.entry_rows(batch, first_seq, scope_ids_by_name)
     )
@@ -114,6 +124,8 @@ async def insert_entries(
     made = backend.vector_rows(batch, first_seq)
     if made:
         await connection.exec_driver_sql(backend.sql(INSERT_VECTORS), made)
+    if stamp is not None:
+        await history_record.record_stored(connection, stamp, first_seq)
     last = first_seq + len(batch) - 1
     if position.tail_after(len(batch)) < (fold_at or tuning.tail_limit) and not (
         batch.holds_memory_of(tuning.giant_memory)
@@ -145,39 +157,6 @@ def checked_scopes(batch: FlatBatch, base: str) -> dict[str, str]:
     return absolute
 
 
-async def delete_entry(
-    connection: AsyncConnection, entry_id: uuid.UUID, scope: ScopeIds = EVERY_SCOPE
-) -> bool:
-    """Delete one entry of the view (its tags cascade); return whether it existed."""
-    return await remove(connection, and_(entries.c.id == entry_id, scope.condition())) > 0
-
-
-async def prune(connection: AsyncConnection, scope: ScopeIds = EVERY_SCOPE) -> int:
-    """Delete every entry of the view whose relevance, as binary32, is below 0.05."""
-    return await remove(connection, and_(entries.c.relevance < PRUNE_THRESHOLD, scope.condition()))
-
-
-async def remove(connection: AsyncConnection, condition: ColumnElement[bool]) -> int:
-    """Delete the entries meeting ``condition``, logged in ``changes``; return how many.
-
-    Other processes learn of the removal from the log; ``removed_through``
-    keeps the removed seqs from ever being given out again.
-    """
-    removed = select(entries.c.seq).where(condition)
-    logged = await connection.execute(
-        insert(changes).from_select(["seq"], removed.order_by(entries.c.seq))
-    )
-    if not logged.rowcount:
-        return 0
-    highest = select(func.max(entries.c.seq)).where(condition).scalar_subquery()
-    floor = index_state.c.removed_through
-    await connection.execute(
-        update(index_state).values(removed_through=case((highest > floor, highest), else_=floor))
-    )
-    result = await connection.execute(delete(entries).where(condition))
-    return int(result.rowcount)
-
-
 async def count(
     connection: AsyncConnection,
     scope: ScopeIds = EVERY_SCOPE,
@@ -196,17 +175,6 @@ async def count(
     return total - int((await connection.execute(statement.where(scope.expired()))).scalar_one())
 
 
-async def delete_keyed(
-    connection: AsyncConnection, scope_name: str, key: str, clock: Clock
-) -> bool:
-    """Remove the entry of scope ``scope_name`` holding ``key``; whether a live one was there."""
-    own = await scope_id(connection, scope_name)
-    if own is None:
-        return False
-    live = ScopeIds((own,), await expired_by(connection, clock)).condition()
-    return await remove(connection, and_(keys.holding(own, key), live)) > 0
-
-
 async def set_expiry(
     connection: AsyncConnection, ids: Sequence[uuid.UUID], expires_us: int
 ) -> None:
@@ -216,11 +184,6 @@ async def set_expiry(
         .where(entries.c.id.in_(ids), entries.c.expires_at_us.is_not(None))
         .values(expires_at_us=expires_us)
     )
-
-
-async def sweep_expired(connection: AsyncConnection, scope: ScopeIds) -> int:
-    """Remove the view's entries that expired by its ``now_us``; how many."""
-    return await remove(connection, scope.expired())
 
 
 async def get_entry(
@@ -389,10 +352,11 @@ async def scope_version(connection: AsyncConnection, scope: ScopeIds) -> tuple[i
     return (*(int(value) for value in counted), int(logged))
 
 
-async def run_statement(connection: AsyncConnection, statement: Statement) -> None:
-    """Run a statement such as :func:`access_stamp` gives in the caller's transaction."""
-    text, arguments = statement
-    await connection.exec_driver_sql(backend_of(connection).sql(text), tuple(arguments))
+async def run_statements(connection: AsyncConnection, statements: Sequence[Statement]) -> None:
+    """Run statements such as :func:`access_stamp` gives in the caller's transaction."""
+    backend = backend_of(connection)
+    for text, arguments in statements:
+        await connection.exec_driver_sql(backend.sql(text), tuple(arguments))
 
 
 async def raise_generation(connection: AsyncConnection) -> None:
@@ -437,13 +401,15 @@ async def update_entry(
     scope: ScopeIds,
     *,
     vector: tuple[int, str, bytes] | None = None,
+    stamp: Stamp | None = None,
 ) -> MemoryEntry | None:
     """Rewrite the entry with this id in ``scope`` as ``change`` makes it; it, or None if absent.
 
     The entry keeps its seq; the rewrite is logged, so other processes (and a
     consolidation pass planned meanwhile) see it. A new memory's vectors go;
     ``vector`` (embedder id, the memory it was made from, the vector) is
-    written in their place when it was made from the new memory.
+    written in their place when it was made from the new memory. ``stamp``:
+    the ``updated`` event's (None: none recorded).
     """
     found = await seq_of(connection, entry_id, scope)
     if found is None:
@@ -464,7 +430,27 @@ async def update_entry(
             await connection.exec_driver_sql(  # none if reembed replaced the embedder meanwhile
                 backend_of(connection).sql(INSERT_VECTORS), (seq, vector[2], vector[0])
             )
+        changed = history.changed_fields(before, after)
+        if stamp is not None and changed:
+            await history_record.record_where(
+                connection,
+                history_record.Happened(
+                    stamp, history.UPDATED, history_record.details(changed=changed)
+                ),
+                entries.c.seq == seq,
+            )
     return after
+
+
+async def scope_ids_of(connection: AsyncConnection, seqs: Sequence[int]) -> dict[int, int]:
+    """The scope id of the entry at each of ``seqs`` (those stored)."""
+    found: dict[int, int] = {}
+    for chunk in chunks(list(seqs), IDS_PER_STATEMENT):
+        rows = await connection.execute(
+            select(entries.c.seq, entries.c.scope_id).where(entries.c.seq.in_(chunk))
+        )
+        found.update((int(seq), int(scope)) for seq, scope in rows)
+    return found
 
 
 async def ids_between(
@@ -513,25 +499,6 @@ async def summarise(connection: AsyncConnection, scope: ScopeIds = EVERY_SCOPE) 
         int(n) for n in (await connection.execute(select(*bins).where(scope.condition()))).one()
     ]
     return Summary(sum(by_category.values()), by_category, histogram)
-
-
-def remove_seqs(connection: AsyncConnection, seqs: Sequence[int]) -> Awaitable[int]:
-    """Remove the entries at these seqs (at most ``IDS_PER_STATEMENT``), logged."""
-    return remove(connection, entries.c.seq.in_(list(seqs)))
-
-
-def forget_condition(rule: ForgetRule, scope: ScopeIds) -> ColumnElement[bool]:
-    """The entries of the view that ``rule`` forgets."""
-    conditions = [scope.condition()]
-    if rule.created_before is not None:
-        conditions.append(entries.c.created_at_us < microseconds(rule.created_before))
-    if rule.category is not None:
-        conditions.append(entries.c.category == str(rule.category))
-    if rule.below is not None:
-        conditions.append(entries.c.relevance < rule.below)
-    if rule.filter is not None:
-        conditions.append(filtering.condition(rule.filter))
-    return and_(*conditions)
 
 
 async def _load(

@@ -26,7 +26,7 @@ from loopctl_memory.lifecycle import access_matches, check_now, stamp_accessed
 from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation, explain_single
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import parse_query
-from loopctl_memory.sql import entry_rows, filtering
+from loopctl_memory.sql import entry_rows, filtering, history_record
 from loopctl_memory.sql.backend import Reader, Statement
 from loopctl_memory.sql.ranking import bm25, context, reference, vector
 from loopctl_memory.sql.ranking.context import Scored
@@ -67,6 +67,7 @@ async def retrieve_explained(
     request: Request,
     *,
     clock: Callable[[], datetime] | None,
+    history: bool = False,
 ) -> list[tuple[MemoryEntry, Explanation]]:
     """The best entries for ``request``, each score with its parts, in one read transaction.
 
@@ -74,7 +75,7 @@ async def retrieve_explained(
     brought up to date in that transaction (:func:`take`), holding ``lock``
     (one retrieval at a time moves the copy forward). With a ``clock``, an
     access of each returned entry the query matched is recorded after the
-    read, at its time.
+    read, at its time (and, with ``history``, in each one's history).
     """
     Answer = tuple[list[int], list[MemoryEntry], list[Explanation]]  # noqa: N806
 
@@ -88,11 +89,11 @@ async def retrieve_explained(
             _explained(snapshot, request, found),
         )
 
-    def stamp(answered: Answer) -> Statement | None:
+    def stamp(answered: Answer) -> list[Statement]:
         assert clock is not None  # noqa: S101 - only passed with one
         seqs, found, _ = answered
         every = request.ranking != "reference"  # the others return only what the query matched
-        return access_stamp(request.query, seqs, found, clock(), every=every)
+        return access_stamp(request.query, seqs, found, clock(), every=every, history=history)
 
     async with lock:
         _, found, parts = await unit.read(
@@ -245,24 +246,26 @@ def access_stamp(
     now: datetime,
     *,
     every: bool = False,
-) -> Statement | None:
-    """The write recording an access, at ``now``, of each entry ``query`` matched; or None.
+    history: bool = False,
+) -> list[Statement]:
+    """The writes recording an access, at ``now``, of each entry ``query`` matched; or none.
 
     ``found`` are the entries a retrieval returns, at ``seqs``; those matched
     (``every``: all of them, as the ranking matched each) are stamped as the
-    write will leave them (one more access, last at ``now`` or later). The
-    statement (``?`` placeholders) and its arguments, for the caller to run.
+    write will leave them (one more access, last at ``now`` or later). Each
+    statement (``?`` placeholders) with its arguments, for the caller to run;
+    with ``history``, those recording the access in each entry's history first.
     """
     matched = [True] * len(found) if every else access_matches(query, found)
     stamped = [seq for seq, hit in zip(seqs, matched, strict=True) if hit]
     if not stamped:
-        return None
+        return []
     now = check_now(now)
     stamp_accessed([entry for entry, hit in zip(found, matched, strict=True) if hit], now)
     now_us = (now - EPOCH) // MICROSECOND
-    return _ACCESS_STAMP.format(", ".join("?" * len(stamped))), (
-        INT64_MAX,
-        now_us,
-        now_us,
-        *stamped,
+    recorded = history_record.accessed(stamped, now_us) if history else []
+    stamp = (
+        _ACCESS_STAMP.format(", ".join("?" * len(stamped))),
+        (INT64_MAX, now_us, now_us, *stamped),
     )
+    return [*recorded, stamp]

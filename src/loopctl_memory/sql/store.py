@@ -34,10 +34,11 @@ from loopctl_memory.entry import (
 from loopctl_memory.errors import InvalidArgumentError, StorageError
 from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.flat import FlatBatch, flatten
+from loopctl_memory.history import KEEP_HISTORY
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql import repository, retrieval
+from loopctl_memory.sql import removals, repository, retrieval
 from loopctl_memory.sql.consolidation import consolidate_scope
 from loopctl_memory.sql.folds import TailFolds
 from loopctl_memory.sql.graph_builds import GraphBuilds
@@ -47,6 +48,7 @@ from loopctl_memory.sql.scope_rows import ScopeIds, scope_counts
 from loopctl_memory.sql.store_database import DatabaseFacts
 from loopctl_memory.sql.store_embeddings import EmbeddingOperations
 from loopctl_memory.sql.store_expiry import ExpiryOperations
+from loopctl_memory.sql.store_history import HistoryOperations
 from loopctl_memory.sql.store_lookups import IdLookups
 from loopctl_memory.sql.store_shared import SharedState
 from loopctl_memory.sql.tuning import Tuning
@@ -57,7 +59,9 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseFacts):
+class SqlMemoryStore(
+    EmbeddingOperations, IdLookups, ExpiryOperations, HistoryOperations, DatabaseFacts
+):
     """The loopctl memory contract, persistent, on SQLite or PostgreSQL.
 
     Open one with :func:`~loopctl_memory.sql.opening.open_store`. Every operation
@@ -94,6 +98,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
         folds: TailFolds | None = None,
         ttl: timedelta | None = None,
         refresh_on_read: bool = False,
+        history: bool = True,
+        keep_history: timedelta | None = KEEP_HISTORY,
     ) -> SqlMemoryStore:
         """The root store over ``unit``, with options already checked (see ``open_store``).
 
@@ -116,6 +122,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             embed_timeout=embed_timeout,
             ttl=ttl,
             refresh_on_read=refresh_on_read,
+            history=history,
+            keep_history=keep_history,
         )
         return cls(shared, Scope())
 
@@ -302,6 +310,7 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
                 clock=shared.now_us,
             ),
             clock=shared.clock if shared.track_access else None,
+            history=shared.history,
         )
         # Only a retrieval that ranked by vectors has just followed the manifest: after
         # any other, build_due may still say what a child has since built.
@@ -355,6 +364,8 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             clock=shared.clock,
             tuning=shared.tuning,
             expiry_clock=shared.now_us,
+            stamp=shared.stamp("consolidate"),
+            keep_history=shared.keep_history,
         )
         if (stats.pruned or stats.merged) and not vacuum:
             await self._unit.give_back_free_pages()
@@ -392,8 +403,9 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
     async def delete(self, entry_id: uuid.UUID) -> bool:
         """Delete the entry with this id; return whether it existed (in a scope read here)."""
         entry_id = validate_id(entry_id)
+        stamp = self._shared.stamp("delete")
         return await self._in_scope(
-            "delete", lambda c, ids: repository.delete_entry(c, entry_id, ids), write=True
+            "delete", lambda c, ids: removals.delete_entry(c, entry_id, ids, stamp), write=True
         )
 
     async def update(
@@ -434,9 +446,12 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             expires_at=expires_at,
         )
         vector = await self._embed_text(memory) if isinstance(memory, str) else None
+        stamp = self._shared.stamp("update")
         return await self._in_scope(
             "update",
-            lambda c, ids: repository.update_entry(c, entry_id, changed, ids, vector=vector),
+            lambda c, ids: repository.update_entry(
+                c, entry_id, changed, ids, vector=vector, stamp=stamp
+            ),
             write=True,
         )
 
@@ -471,8 +486,11 @@ class SqlMemoryStore(EmbeddingOperations, IdLookups, ExpiryOperations, DatabaseF
             now=self._shared.clock(),
         )
 
+        happened = removals.forgotten(self._shared.stamp("forget"), rule)
+
         async def work(connection: AsyncConnection, ids: ScopeIds) -> int:
-            return await repository.remove(connection, repository.forget_condition(rule, ids))
+            condition = removals.forget_condition(rule, ids)
+            return await removals.remove(connection, condition, happened)
 
         forgotten = await self._in_scope("forget", work, write=True)
         if forgotten:

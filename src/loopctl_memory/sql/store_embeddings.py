@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from loopctl_memory import embedding
+from loopctl_memory import embedding, history
 from loopctl_memory.arguments import check_batch_size
 from loopctl_memory.embedding import NO_EMBEDDER
 from loopctl_memory.errors import EmbedderError, StorageError
@@ -25,10 +25,13 @@ from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql import embeddings, index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.embeddings import StoreEmbedder
+from loopctl_memory.sql.entry_rows import IDS_PER_STATEMENT, chunks
+from loopctl_memory.sql.history_record import Happened, Stamp, details, record_where
 from loopctl_memory.sql.ranking.snapshot import Needs, take
 from loopctl_memory.sql.ranking.vector_files import StoreMark, VectorFiles
 from loopctl_memory.sql.scope_rows import ScopeIds
 from loopctl_memory.sql.store_upkeep import TailUpkeep
+from loopctl_memory.sql.tables import entries
 
 T = TypeVar("T")
 
@@ -334,7 +337,10 @@ class EmbeddingOperations(TailUpkeep):
             await self._unit.run(
                 "reembed",
                 functools.partial(
-                    embeddings.add_vectors, embedder_id=made_by, made=rows, current=False
+                    _add_next_vectors,
+                    made_by=made_by,
+                    rows=rows,
+                    happened=_reembedded(self._shared.stamp("reembed"), new),
                 ),
                 write=True,
             )
@@ -408,3 +414,25 @@ async def _add_vectors(
 ) -> None:
     del scope  # a vector goes to its entry whatever the view
     await embeddings.add_vectors(connection, made_by, rows)
+
+
+def _reembedded(stamp: Stamp | None, new: StoreEmbedder) -> Happened | None:
+    """The event ``reembed`` records of each entry it makes a vector for (None: none)."""
+    if stamp is None:
+        return None
+    return Happened(stamp, history.REEMBEDDED, details(embedder=new.embedder.name))
+
+
+async def _add_next_vectors(
+    connection: AsyncConnection,
+    *,
+    made_by: int,
+    rows: list[tuple[int, str, bytes]],
+    happened: Happened | None,
+) -> None:
+    """Write the next embedder's vectors beside the store's, each entry's event with them."""
+    await embeddings.add_vectors(connection, made_by, rows, current=False)
+    if happened is not None:
+        seqs = [seq for seq, _, _ in rows]
+        for chunk in chunks(seqs, IDS_PER_STATEMENT):
+            await record_where(connection, happened, entries.c.seq.in_(chunk))

@@ -9,7 +9,7 @@ and the retrieval mask, and refresh what they return in
 from __future__ import annotations
 
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.sql import repository
+from loopctl_memory.sql import removals
 from loopctl_memory.sql.store_part import StorePart
 
 
@@ -33,7 +33,10 @@ class ExpiryOperations(StorePart):
         )
         if not due:
             return 0
-        return await self._in_scope("sweep expired", repository.sweep_expired, write=True)
+        stamp = self._shared.stamp("sweep_expired")
+        return await self._in_scope(
+            "sweep expired", lambda c, ids: removals.sweep_expired(c, ids, stamp), write=True
+        )
 
     def _with_default_expiry(self, batch: FlatBatch) -> FlatBatch:
         """``batch``, each entry without an expiry given the store's ttl from now (if any)."""

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from loopctl_memory import scopes as scope_names
 from loopctl_memory.entry import MemoryEntry, check_key, id_range, shortest_id, validate_id
-from loopctl_memory.sql import entry_rows, repository
+from loopctl_memory.sql import entry_rows, removals, repository
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.store_part import StorePart
 
@@ -58,8 +58,9 @@ class IdLookups(StorePart):
     async def delete_by_key(self, key: str) -> bool:
         """Delete the entry of the store's own scope holding ``key``; whether there was one."""
         key, name, clock = check_key(key), self._scope.name, self._shared.now_us
+        stamp = self._shared.stamp("delete_by_key")
         return await self._unit.run(
-            "delete", lambda c: repository.delete_keyed(c, name, key, clock), write=True
+            "delete", lambda c: removals.delete_keyed(c, name, key, clock, stamp), write=True
         )
 
     async def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[uuid.UUID]:

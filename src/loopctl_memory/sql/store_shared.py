@@ -11,10 +11,12 @@ from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.context import Context
 from loopctl_memory.embedding import DEFAULT_TIMEOUT
 from loopctl_memory.flat import EPOCH, MICROSECOND
+from loopctl_memory.history import KEEP_HISTORY
 from loopctl_memory.lifecycle import ConsolidationConfig, check_now
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.folds import TailFolds
 from loopctl_memory.sql.graph_builds import GraphBuilds
+from loopctl_memory.sql.history_record import Stamp
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.term_ids import KnownTerms
 from loopctl_memory.sql.tuning import Tuning
@@ -49,6 +51,12 @@ class SharedState:
     maybe_pending: bool = True  # whether entries may wait for vectors (see store_embeddings)
     ttl: timedelta | None = None  # an entry stored without an expiry expires this long after
     refresh_on_read: bool = False  # reads move what they return to ttl from now
+    history: bool = True  # each write records its events (see loopctl_memory.history)
+    keep_history: timedelta | None = KEEP_HISTORY  # a consolidation deletes older events
+
+    def stamp(self, cause: str) -> Stamp | None:
+        """What the events of a write by ``cause`` record, now; None when keeping no history."""
+        return Stamp(self.now_us(), cause) if self.history else None
 
     def now_us(self) -> int:
         """The store's clock, checked, as microseconds since the epoch (as times are stored)."""

@@ -58,8 +58,9 @@ class TailUpkeep(StorePart):
         """
         base, shared = self._scope.name, self._shared
         await self._make_room(len(batch))
+        stamp = shared.stamp("store")
         stored = await self._beside_child(
-            lambda: self._unit.store_batch(batch, base, shared.scope_ids)
+            lambda: self._unit.store_batch(batch, base, shared.scope_ids, stamp)
         )
         if stored is None:
             tuning, at = shared.tuning, shared.folds.inline_at
@@ -74,6 +75,7 @@ class TailUpkeep(StorePart):
                         shared.scope_ids,
                         term_ids=shared.term_ids,
                         fold_at=at,
+                        stamp=stamp,
                     ),
                 )
             )

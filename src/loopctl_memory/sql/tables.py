@@ -234,6 +234,38 @@ changes = Table(
 """What changed besides appends, for the processes that keep a copy of the ranking columns."""
 
 
+history = Table(
+    "history",
+    metadata,
+    Column("id", _Seq, primary_key=True, autoincrement=True, comment="commit order"),
+    Column(
+        "entry_seq",
+        BigInteger(),
+        nullable=False,
+        comment="the entry's seq: where its history lives, while it lives and after",
+    ),
+    Column("entry_id", Uuid(), nullable=True, comment="set on the event that removed the entry"),
+    Column("scope_id", BigInteger(), nullable=False, comment="scopes.id"),
+    Column("at_us", BigInteger(), nullable=False, comment="microseconds since epoch, UTC"),
+    Column("event", Text(), nullable=False, comment="see loopctl_memory.history.EVENTS"),
+    Column("cause", Text(), nullable=True, comment="the operation that did it"),
+    Column("relevance", Double(), nullable=True, comment="the entry's, when removed"),
+    Column("count", BigInteger(), nullable=True, comment="accessed: the reads that UTC day"),
+    Column("detail", Text(), nullable=True, comment="a JSON object: what the event changed"),
+)
+"""What happened to each entry (see :mod:`loopctl_memory.history`)."""
+# An entry's events: a store appends at the end of both B-trees (seqs only grow).
+Index("ix_history_entry_seq", history.c.entry_seq)
+# A removed entry's events are found by its id, from the event that removed it; partial,
+# so that a store (most events) costs no entry here.
+Index(
+    "ix_history_entry_id",
+    history.c.entry_id,
+    sqlite_where=history.c.entry_id.is_not(None),
+    postgresql_where=history.c.entry_id.is_not(None),
+)
+
+
 def _vocabulary(name: str, term: str, what: str, blocks_name: str) -> tuple[Table, Table]:
     """A table of distinct terms, and the postings of each indexed block in one row."""
     terms = Table(

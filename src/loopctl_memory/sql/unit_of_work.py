@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -41,6 +41,7 @@ from loopctl_memory.sql.caller_lane import CallerLane
 from loopctl_memory.sql.engine import Target
 from loopctl_memory.sql.files.held import HeldFile, hold
 from loopctl_memory.sql.files.watch import PAGES_AS_OF, FileWatch
+from loopctl_memory.sql.history_record import Stamp
 
 T = TypeVar("T")
 
@@ -200,9 +201,9 @@ class UnitOfWork:
         action: str,
         answer: Callable[[Reader], T],
         *,
-        then_write: Callable[[T], Statement | None] | None = None,
+        then_write: Callable[[T], Sequence[Statement]] | None = None,
     ) -> T:
-        """``answer`` in one read transaction, then the statement ``then_write`` makes of it.
+        """``answer`` in one read transaction, then the statements ``then_write`` makes of it.
 
         The write (an access stamp), if any, is a transaction of its own after
         the read: in the same hop to the driver's thread where the backend can,
@@ -224,21 +225,21 @@ class UnitOfWork:
             ),
             write=False,
         )
-        written = then_write(answered) if then_write is not None else None
-        if written is not None:
-            statement = written
+        written = then_write(answered) if then_write is not None else ()
+        if written:
             await self.run(
-                "record access", lambda c: repository.run_statement(c, statement), write=True
+                "record access", lambda c: repository.run_statements(c, written), write=True
             )
         return answered
 
     async def store_batch(
-        self, batch: FlatBatch, base: str, known: Mapping[str, int]
+        self, batch: FlatBatch, base: str, known: Mapping[str, int], stamp: Stamp | None = None
     ) -> StoredBatch | None:
         """Store a checked batch in one hop to the driver, or None where there is no such lane.
 
         ``base``: the writing view's scope, which the batch's scope names are
-        relative to; ``known``: ids of scope names already looked up. Where the
+        relative to; ``known``: ids of scope names already looked up; ``stamp``:
+        the write's events (None: none recorded). Where the
         backend has no one-hop lane, nothing is done: the caller stores the
         batch through the connection lane (:func:`repository.insert_entries`).
 
@@ -253,7 +254,9 @@ class UnitOfWork:
             return None
         scopes = repository.checked_scopes(batch, base)
         return await self.run_on_driver(
-            "store", lambda driver: backend.store_batch(driver, batch, scopes, known), write=True
+            "store",
+            lambda driver: backend.store_batch(driver, batch, scopes, known, stamp),
+            write=True,
         )
 
     async def give_back_free_pages(self) -> None:

@@ -15,6 +15,7 @@ from loopctl_memory.flat import FlatBatch
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.files.held import HeldFile
+    from loopctl_memory.sql.history_record import Stamp
 
 BEGIN_MODE = "loopctl_begin"  # execution option read by the "begin" listeners
 WRITE = "IMMEDIATE"
@@ -154,15 +155,20 @@ class Backend:
         """Called once a write added a block of postings; nothing to do by default."""
 
     async def store_batch(
-        self, driver: Any, batch: FlatBatch, scopes: Mapping[str, str], known: Mapping[str, int]
+        self,
+        driver: Any,
+        batch: FlatBatch,
+        scopes: Mapping[str, str],
+        known: Mapping[str, int],
+        stamp: Stamp | None = None,
     ) -> StoredBatch:
         """Store a checked batch in a transaction of its own, on the driver's connection.
 
         ``scopes``: the scope name each relative name of the batch stands for;
         ``known``: ids of scope names already looked up (a name without one is
         given one). A keyed entry first removes the one of its scope holding
-        its key. Nothing is indexed: the entries join the tail. Only where
-        :attr:`works_in_one_hop`.
+        its key. ``stamp``: the write's events (None: none recorded). Nothing is
+        indexed: the entries join the tail. Only where :attr:`works_in_one_hop`.
 
         Raises:
             DuplicateEntryError: (from the database, as an integrity error) an
@@ -198,12 +204,12 @@ class Backend:
         work: Callable[[Reader], T],
         *,
         memory: bool,
-        then_write: Callable[[T], Statement | None] | None = None,
+        then_write: Callable[[T], Sequence[Statement]] | None = None,
     ) -> T:
         """Run ``work`` in one read transaction on the driver's connection, in one hop.
 
-        ``then_write``: given what ``work`` returned, a statement (``?``
-        placeholders) to run next in a write transaction of its own, or None.
+        ``then_write``: given what ``work`` returned, the statements (``?``
+        placeholders) to run next in a write transaction of their own (none: no write).
         Only where :attr:`works_in_one_hop`.
         """
         raise NotImplementedError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ from loopctl_memory.sql.backend.base import (
 )
 from loopctl_memory.sql.fields import INSERT_FIELDS
 from loopctl_memory.sql.files import header
+from loopctl_memory.sql.history_record import RECORD_REPLACED, RECORD_STORED, Stamp, replaced_rows
 from loopctl_memory.sql.tables import INSERT_ENTRIES, INSERT_TAGS, INSERT_VECTORS
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ _POSITION = (
 _ADD_SCOPE = "INSERT INTO scopes (name) VALUES (?) ON CONFLICT (name) DO NOTHING"
 _SCOPE_ID = "SELECT id FROM scopes WHERE name = ?"
 
-# A keyed entry replaces the one of its scope holding its key: as repository.remove does,
+# A keyed entry replaces the one of its scope holding its key: as removals.remove does,
 # the removal logged for other processes, its seq never given out again, then deleted.
 _LOG_KEYED = "INSERT INTO changes (seq) SELECT seq FROM entries WHERE scope_id = ? AND key = ?"
 _FLOOR_KEYED = (
@@ -206,7 +207,12 @@ class SqliteBackend(Backend):
             connection.exec_driver_sql(f"BEGIN {mode}".rstrip())
 
     async def store_batch(
-        self, driver: Any, batch: FlatBatch, scopes: Mapping[str, str], known: Mapping[str, int]
+        self,
+        driver: Any,
+        batch: FlatBatch,
+        scopes: Mapping[str, str],
+        known: Mapping[str, int],
+        stamp: Stamp | None = None,
     ) -> StoredBatch:
         """One hop to aiosqlite's thread for the whole transaction, where SQLAlchemy makes a dozen.
 
@@ -214,7 +220,7 @@ class SqliteBackend(Backend):
         take the connection lane.
         """
         return await aiosqlite_hop.run_in_one_hop(
-            driver, self._store_blocking, batch, scopes, known
+            driver, self._store_blocking, batch, scopes, known, stamp
         )
 
     def _store_blocking(
@@ -223,6 +229,7 @@ class SqliteBackend(Backend):
         batch: FlatBatch,
         scopes: Mapping[str, str],
         known: Mapping[str, int],
+        stamp: Stamp | None,
     ) -> StoredBatch:
         """Store a checked batch in its own transaction on a ``sqlite3`` connection."""
         connection.execute("BEGIN IMMEDIATE")
@@ -233,6 +240,9 @@ class SqliteBackend(Backend):
                 ids[name] = int(connection.execute(_SCOPE_ID, (name,)).fetchone()[0])
             by_relative = {relative: ids[name] for relative, name in scopes.items()}
             keyed = [(by_relative[entry[10]], entry[12]) for entry in batch.entries if entry[12]]
+            if keyed and stamp is not None:
+                replacing = [uuid.UUID(hex=entry[0]) for entry in batch.entries if entry[12]]
+                connection.executemany(RECORD_REPLACED, replaced_rows(stamp, keyed, replacing))
             if keyed and connection.executemany(_LOG_KEYED, keyed).rowcount:
                 connection.executemany(_FLOOR_KEYED, keyed)
                 connection.executemany(_DELETE_KEYED, keyed)
@@ -247,6 +257,8 @@ class SqliteBackend(Backend):
             made = self.vector_rows(batch, first)
             if made:
                 connection.executemany(INSERT_VECTORS, made)
+            if stamp is not None:
+                connection.execute(RECORD_STORED, (stamp.at_us, stamp.cause, first))
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
@@ -371,7 +383,7 @@ class SqliteBackend(Backend):
         work: Callable[[Reader], T],
         *,
         memory: bool,
-        then_write: Callable[[T], Statement | None] | None = None,
+        then_write: Callable[[T], Sequence[Statement]] | None = None,
     ) -> T:
         """One hop to aiosqlite's thread for a whole read transaction (see :meth:`store_one`).
 
@@ -386,14 +398,15 @@ class SqliteBackend(Backend):
         connection: Any,
         work: Callable[[Reader], T],
         memory: bool,
-        then_write: Callable[[T], Statement | None] | None,
+        then_write: Callable[[T], Sequence[Statement]] | None,
     ) -> T:
         result = Reader.in_transaction(connection, self, work, memory=memory)
-        written = then_write(result) if then_write is not None else None
-        if written is not None:
+        written = then_write(result) if then_write is not None else ()
+        if written:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                connection.execute(*written)
+                for statement in written:
+                    connection.execute(*statement)
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
