@@ -50,11 +50,10 @@ def details(**values: Any) -> str:
 
 
 # The raw statements of the lanes that write on the driver's own connection (``?``).
-RECORD_STORED = (
-    "INSERT INTO history (entry_seq, scope_id, at_us, event, cause)"
-    " SELECT seq, scope_id, ?, 'stored', ? FROM entries WHERE seq >= ? ORDER BY seq"
+RECORD_STORED_ROW = (
+    "INSERT INTO history (entry_seq, scope_id, at_us, event, cause) VALUES (?, ?, ?, 'stored', ?)"
 )
-"""The ``stored`` event of every entry from a seq on: (at_us, cause, first seq)."""
+"""The ``stored`` event of one entry: (seq, scope_id, at_us, cause)."""
 RECORD_REPLACED = (
     "INSERT INTO history (entry_seq, entry_id, scope_id, at_us, event, cause, relevance, detail)"
     " SELECT seq, id, scope_id, ?, 'replaced', ?, relevance, ?"

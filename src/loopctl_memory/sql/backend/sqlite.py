@@ -30,7 +30,12 @@ from loopctl_memory.sql.backend.base import (
 )
 from loopctl_memory.sql.fields import INSERT_FIELDS
 from loopctl_memory.sql.files import header
-from loopctl_memory.sql.history_record import RECORD_REPLACED, RECORD_STORED, Stamp, replaced_rows
+from loopctl_memory.sql.history_record import (
+    RECORD_REPLACED,
+    RECORD_STORED_ROW,
+    Stamp,
+    replaced_rows,
+)
 from loopctl_memory.sql.tables import INSERT_ENTRIES, INSERT_TAGS, INSERT_VECTORS
 
 if TYPE_CHECKING:
@@ -258,7 +263,14 @@ class SqliteBackend(Backend):
             if made:
                 connection.executemany(INSERT_VECTORS, made)
             if stamp is not None:
-                connection.execute(RECORD_STORED, (stamp.at_us, stamp.cause, first))
+                at, cause = stamp.at_us, stamp.cause
+                connection.executemany(
+                    RECORD_STORED_ROW,
+                    [
+                        (first + n, by_relative[e[10]], at, cause)
+                        for n, e in enumerate(batch.entries)
+                    ],
+                )
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
