@@ -17,7 +17,7 @@ COMMANDS = sorted(cli.commands)
 def test_the_commands_are_the_ones_the_spec_lists():
     expected = ["add", "consolidate", "delete", "embed-pending", "export", "forget", "get",
                 "history", "import", "index", "init", "list", "mcp", "migrate", "reembed",
-                "scopes", "search", "stats", "update"]  # fmt: skip
+                "scopes", "search", "serve", "stats", "update"]  # fmt: skip
     assert expected == COMMANDS
 
 

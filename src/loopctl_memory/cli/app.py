@@ -17,6 +17,7 @@ from loopctl_memory.cli import (
     entries,
     history,
     maintenance,
+    mcp_stdio,
     schema,
     serve,
     transfer,
@@ -177,7 +178,8 @@ for command in (
     vectors.index,
     transfer.export_command,
     transfer.import_command,
-    serve.mcp,
+    mcp_stdio.mcp,
+    serve.serve_command,
 ):
     add_to_command(command)
     cli.add_command(command)

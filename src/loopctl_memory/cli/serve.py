@@ -1,4 +1,4 @@
-"""The command that serves the memory to an agent over MCP: ``mcp``."""
+"""The command that serves the memory over HTTP to agents and people: ``serve``."""
 
 from __future__ import annotations
 
@@ -7,52 +7,69 @@ import click
 from loopctl_memory.cli.messages import example
 from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, run_async
+from loopctl_memory.errors import InvalidArgumentError
+
+TOKEN_ENVVAR = "LOOPCTL_MEMORY_TOKEN"  # noqa: S105 - the variable's name, not a token
 
 
 @click.command(
+    "serve",
     epilog=example(
-        f"{PROG} --db ~/agent-memory.db mcp",
-        f"{PROG} --scope acme/agent-7 mcp --no-track-access",
-    )
+        f"{PROG} --db ~/agent-memory.db serve",
+        f"{PROG} --read-only serve --port 9000",
+        f"{PROG} serve --host 0.0.0.0  # with LOOPCTL_MEMORY_TOKEN set",
+    ),
 )
 @click.option(
-    "--track-access/--no-track-access",
-    default=True,
+    "--host",
+    default="127.0.0.1",
     show_default=True,
-    help="Stamp the memories `recall` returns (access count and time), "
-    "which full consolidation uses to keep what is used.",
+    help="The address to listen on. Beyond loopback (127.0.0.1, ::1, localhost) a token is needed.",
+)
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True)
+@click.option(
+    "--token",
+    envvar=TOKEN_ENVVAR,
+    show_envvar=True,
+    help="The token every request must carry as 'Authorization: Bearer <token>' "
+    "(at least 16 characters). Prefer the environment variable: a command line is seen by others.",
 )
 @click.pass_obj
-def mcp(settings: Settings, track_access: bool) -> None:
-    """Serve the memory to an agent as MCP tools over stdio, until the client hangs up.
+def serve_command(settings: Settings, host: str, port: int, token: str | None) -> None:
+    """Serve the memory over HTTP: MCP at /mcp for agents, a console at / for people.
 
-    The tools: remember, recall, update_memory, forget_memory, consolidate and
-    memory_stats. A client may narrow --scope with a tool's `scope` argument,
-    never leave it. `recall` ranks by hybrid where the database records an
-    embedder (or --embedder gives one), else by bm25, unless the global
-    --ranking or the call's `ranking` says otherwise. Only protocol goes to
-    standard output; logs go to stderr. A database that cannot be opened is
-    served all the same: every tool call answers why (a client would otherwise
-    see only a closed connection). The database is created when the server
-    starts (unless --read-only), so that a path that cannot hold one fails at
-    once, not at the agent's first write.
+    The console searches, shows each memory with its history, edits and deletes.
+    Agents connect to http://HOST:PORT/mcp with MCP's streamable HTTP transport
+    and get the six tools of `mcp`. Safe by default: only this machine can reach
+    127.0.0.1; any other address needs --token, and then every request (MCP too)
+    must carry it; requests from another site's pages are refused. --read-only
+    serves everything but writes. Stop it with Ctrl-C.
     """
-    from loopctl_memory.mcp_server.tools import serve, serve_unavailable
+    from loopctl_memory.web.app import check_token, serve
 
-    read_only = settings.read_only
     try:
-        target = settings.locate(create=not read_only)
-    except click.ClickException as exc:  # served: the agent reads why in every answer
-        run_async(serve_unavailable(exc.format_message()))
-        raise
+        check_token(host, token)
+    except InvalidArgumentError as exc:  # before anything is opened
+        raise click.UsageError(str(exc)) from exc
+    read_only = settings.read_only
+    target = settings.locate(create=not read_only)
+
+    where = settings.resolved().describe()
+
+    def ready(url: str) -> None:
+        click.echo(f"Serving {where} at {url} (MCP: {url}mcp). Ctrl-C stops.", err=True)
+
     run_async(
         serve(
             target,
+            host=host,
+            port=port,
+            token=token,
             scope=settings.scope,
-            track_access=track_access and not read_only,  # a stamp is a write
             read_only=read_only,
             ranking=settings.ranking,
             embedder=settings.embedder_option(),
             busy_timeout=settings.busy_timeout,
+            ready=ready,
         )
     )

@@ -1,0 +1,110 @@
+"""The console's JSON API and MCP over HTTP, on a real server: what each route does to the store."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import httpx2
+from mcp.client.streamable_http import streamable_http_client
+
+from loopctl_memory import MemoryCategory, MemoryEntry
+from mcp import ClientSession
+
+from .conftest import TOKEN, serving
+
+
+def _entry(text: str, **fields: object) -> MemoryEntry:
+    return MemoryEntry(MemoryCategory.FACT, text, **fields)  # type: ignore[arg-type]
+
+
+async def test_search_ranks_by_the_best_ranking_and_explains_each_score(store):
+    await store.store_many(
+        [_entry("the cache lives in redis", tags=["ops"]), _entry("tests run in ci")]
+    )
+    async with serving(store) as served:
+        answer = (await served.client.get("/api/memories", params={"q": "cache"})).json()
+        assert "bm25" == answer["ranking"]
+        (found,) = answer["memories"]
+        assert ("the cache lives in redis", "") == (found["memory"], found["scope"])
+        assert found["score"] == found["parts"]["bm25"] > 0
+        reference = await served.client.get(
+            "/api/memories", params={"q": "cache", "ranking": "reference", "limit": 1}
+        )
+        assert ["the cache lives in redis"] == [m["memory"] for m in reference.json()["memories"]]
+        newest = (await served.client.get("/api/memories")).json()["memories"]
+        assert ["tests run in ci", "the cache lives in redis"] == [m["memory"] for m in newest]
+        tagged = await served.client.get("/api/memories", params={"tag": "OPS"})
+        assert ["the cache lives in redis"] == [m["memory"] for m in tagged.json()["memories"]]
+        for bad in ({"limit": "0"}, {"limit": "x"}, {"ranking": "best"}, {"meta": "{"}):
+            refused = await served.client.get("/api/memories", params={"q": "cache", **bad})
+            assert 400 == refused.status_code, bad
+
+
+async def test_a_memory_is_edited_and_deleted_and_its_history_shows_both(store):
+    entry = _entry("the cache lives in redis")
+    await store.store(entry)
+    async with serving(store) as served:
+        path = f"/api/memories/{entry.id}"
+        edited = await served.client.patch(path, json={"memory": "the cache lives in valkey"})
+        assert "the cache lives in valkey" == edited.json()["memory"]["memory"]
+        shown = (await served.client.get(path)).json()
+        assert ["stored", "updated"] == [event["event"] for event in shown["history"]]
+        assert ["the cache lives in redis", "the cache lives in valkey"] == shown["history"][1][
+            "details"
+        ]["changed"]["memory"]
+        refused = await served.client.patch(path, json={"id": str(uuid.uuid4())})
+        assert 400 == refused.status_code
+        assert 200 == (await served.client.delete(path)).status_code
+        gone = (await served.client.get(path)).json()
+        assert gone["memory"] is None
+        assert ["stored", "updated", "deleted"] == [event["event"] for event in gone["history"]]
+        assert 404 == (await served.client.delete(path)).status_code
+        recent = (await served.client.get("/api/history", params={"event": "deleted"})).json()
+        assert [str(entry.id)] == [event["id"] for event in recent["events"]]
+    assert await store.get(entry.id) is None
+
+
+async def test_scopes_are_counted_and_a_request_stays_within_the_servers_scope(store):
+    await store.scope("acme").store(_entry("acme's"))
+    await store.scope("acme/bob").store(_entry("bob's"))
+    await store.scope("other").store(_entry("other's"))
+    async with serving(store.scope("acme")) as served:
+        scopes = (await served.client.get("/api/scopes")).json()
+        assert [{"scope": "", "memories": 1}, {"scope": "bob", "memories": 1}] == scopes
+        below = await served.client.get("/api/memories", params={"descendants": "1"})
+        assert {"acme's", "bob's"} == {m["memory"] for m in below.json()["memories"]}
+        for outside in ("..", "../other", "/other"):
+            refused = await served.client.get("/api/memories", params={"scope": outside})
+            assert 400 == refused.status_code, outside
+
+
+async def test_agents_share_one_memory_over_mcp_with_the_token(store):
+    async with serving(store, token=TOKEN) as served:
+
+        async def agent(number: int) -> list[str]:
+            headers = {"authorization": f"Bearer {TOKEN}"}
+            async with (
+                httpx2.AsyncClient(headers=headers) as http,
+                streamable_http_client(f"{served.url}/mcp", http_client=http) as streams,
+                ClientSession(streams[0], streams[1]) as session,
+            ):
+                await session.initialize()
+                await session.call_tool(
+                    "remember",
+                    {
+                        "memory": f"agent {number} learned fact {number}",
+                        "category": "fact",
+                        "scope": f"agent-{number}",
+                    },
+                )
+                recalled = await session.call_tool(
+                    "recall", {"query": "learned fact", "scope": f"agent-{number}"}
+                )
+                assert not recalled.is_error
+                found = recalled.structured_content or {}
+                return [memory["memory"] for memory in found["memories"]]
+
+        answers = await asyncio.gather(*(agent(number) for number in range(4)))
+    assert [[f"agent {n} learned fact {n}"] for n in range(4)] == answers
+    assert 4 == await store.with_descendants().count()
