@@ -119,6 +119,9 @@ class AsyncOverSync:
     async def sweep_expired(self) -> int:
         return await asyncio.to_thread(self.sync.sweep_expired)
 
+    async def preview_consolidation(self, config: Any = None) -> Any:
+        return await asyncio.to_thread(self.sync.preview_consolidation, config)
+
     async def history(self, entry_id: uuid.UUID | None = None, **choices: Any) -> Any:
         return await asyncio.to_thread(self.sync.history, entry_id, **choices)
 

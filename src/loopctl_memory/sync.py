@@ -39,7 +39,7 @@ from loopctl_memory.entry import ConsolidationStats, MemoryCategory, MemoryEntry
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch
 from loopctl_memory.history import HistoryEvent
-from loopctl_memory.lifecycle import UNSET, ConsolidationConfig, Unset
+from loopctl_memory.lifecycle import UNSET, ConsolidationConfig, ConsolidationPreview, Unset
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import Explanation
 from loopctl_memory.sql.opening import OpenOptions
@@ -237,6 +237,12 @@ class SyncMemoryStore:
         """
         return self._runner.run(self._store.consolidate(config, vacuum=vacuum))
 
+    def preview_consolidation(
+        self, config: ConsolidationConfig | None = None
+    ) -> ConsolidationPreview:
+        """What :meth:`consolidate` with ``config`` would do now, and why; nothing is written."""
+        return self._runner.run(self._store.preview_consolidation(config))
+
     def count(self, *, filter: MemoryFilter | None = None) -> int:
         """Return the number of entries the store (or view) reads (that ``filter`` passes)."""
         return self._runner.run(self._store.count(filter=filter))
@@ -353,10 +359,7 @@ class SyncMemoryStore:
         limit: int | None = None,
         newest_first: bool = False,
     ) -> list[HistoryEvent]:
-        """The events of the view's memories, oldest first: of one memory, or of those asked.
-
-        See :meth:`SqlMemoryStore.history <loopctl_memory.sql.store.SqlMemoryStore.history>`.
-        """
+        """The events of the view's memories (:meth:`SqlMemoryStore.history`)."""
         return self._runner.run(
             self._store.history(
                 entry_id,

@@ -63,3 +63,12 @@ ServeFactory = Callable[..., contextlib.AbstractAsyncContextManager[Served]]
 async def store(tmp_path: Path) -> AsyncIterator[SqlMemoryStore]:
     async with open_store(tmp_path / "memory.db", track_access=True) as opened:
         yield opened
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Note on the test whether its call failed (the browser test keeps a screenshot then)."""
+    report = yield
+    if report.when == "call":
+        item.failed_call = report.failed  # type: ignore[attr-defined]
+    return report

@@ -108,3 +108,45 @@ async def test_agents_share_one_memory_over_mcp_with_the_token(store):
         answers = await asyncio.gather(*(agent(number) for number in range(4)))
     assert [[f"agent {n} learned fact {n}"] for n in range(4)] == answers
     assert 4 == await store.with_descendants().count()
+
+
+async def test_forget_by_filter_needs_the_count_its_preview_showed(store):
+    await store.store_many(
+        [_entry("flaky ci one", tags=["ci"]), _entry("flaky ci two", tags=["ci"]), _entry("kept")]
+    )
+    async with serving(store) as served:
+        preview = (await served.client.get("/api/forget", params={"tag": "ci"})).json()
+        assert 2 == preview["count"]
+        assert {"flaky ci one", "flaky ci two"} == {m["memory"] for m in preview["sample"]}
+        assert 400 == (await served.client.post("/api/forget", params={"tag": "ci"})).status_code
+        everything = await served.client.post("/api/forget", params={"confirm": "3"})
+        assert 400 == everything.status_code
+        await store.store(_entry("flaky ci three", tags=["ci"]))
+        stale = await served.client.post("/api/forget", params={"tag": "ci", "confirm": "2"})
+        assert 409 == stale.status_code
+        assert 4 == await store.count()
+        done = await served.client.post("/api/forget", params={"tag": "ci", "confirm": "3"})
+        assert {"forgotten": 3} == done.json()
+    assert ["kept"] == [entry.memory async for entry in store.iter_entries()]
+
+
+async def test_a_consolidation_is_previewed_with_its_reasons_then_run(store):
+    faint = _entry("an old note", relevance=0.01)
+    await store.store_many(
+        [faint, _entry("deploy uses blue green"), _entry("deploy uses blue green now")]
+    )
+    async with serving(store) as served:
+        preview = (await served.client.get("/api/consolidate", params={"full": "1"})).json()
+        assert 1 == preview["stats"]["merged"]
+        assert [str(faint.id)] == [item["memory"]["id"] for item in preview["pruned"]]
+        assert "below the floor" in preview["pruned"][0]["why"]
+        assert 3 == await store.count()
+        ran = (await served.client.post("/api/consolidate", params={"full": "1"})).json()
+        assert preview["stats"] == ran["stats"]
+        stats = (await served.client.get("/api/stats")).json()
+        assert (1, 1, 0) == (
+            stats["memories"],
+            stats["by_category"]["fact"],
+            stats["by_category"]["working"],
+        )
+        assert 10 == len(stats["relevance_histogram"])

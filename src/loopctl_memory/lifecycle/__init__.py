@@ -19,8 +19,10 @@ from loopctl_memory.lifecycle.clustering import (
 )
 from loopctl_memory.lifecycle.consolidation import (
     ConsolidationConfig,
+    ConsolidationPreview,
     ConsolidationResult,
     consolidate_entries,
+    preview_entries,
 )
 from loopctl_memory.lifecycle.quality import category_decay_weight, decay_relevance, quality_score
 from loopctl_memory.lifecycle.rules import (
@@ -38,6 +40,7 @@ __all__ = [
     "UNSET",
     "Cluster",
     "ConsolidationConfig",
+    "ConsolidationPreview",
     "ConsolidationResult",
     "ForgetRule",
     "Unset",
@@ -52,6 +55,7 @@ __all__ = [
     "jaccard",
     "merge_cluster",
     "normalized_tokens",
+    "preview_entries",
     "promote_highest_quality",
     "quality_score",
     "stamp_accessed",

@@ -262,3 +262,47 @@ def _consolidate(
         merged_into,
         dropped,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationPreview:
+    """What a consolidation pass would do, and why, before it runs.
+
+    Attributes:
+        stats: the counts the pass would return.
+        merged: each memory that would be folded into another, and that one
+            (as it stands now).
+        pruned: each memory that would be dropped (as it would be then: decayed,
+            or merged), and why.
+
+    """
+
+    stats: ConsolidationStats
+    merged: list[tuple[MemoryEntry, MemoryEntry]]
+    pruned: list[tuple[MemoryEntry, str]]
+
+
+def preview_entries(
+    entries: Sequence[MemoryEntry], config: ConsolidationConfig, now: datetime
+) -> ConsolidationPreview:
+    """What :func:`consolidate_entries` would do to ``entries``, each merge and prune explained.
+
+    Raises:
+        InvalidArgumentError: as :func:`consolidate_entries`.
+
+    """
+    result = consolidate_entries(entries, config, now)
+    runs = config.normalized()
+    floor = f32(runs.prune_floor)
+
+    def why(entry: MemoryEntry) -> str:
+        if f32(entry.relevance) < floor:
+            return f"relevance {entry.relevance:.4g} is below the floor {runs.prune_floor:g}"
+        quality = quality_score(entry, now)
+        return f"quality {quality:.4g} is below the floor {runs.prune_floor:g}"
+
+    return ConsolidationPreview(
+        result.stats,
+        [(entries[position], entries[into]) for position, into in sorted(result.merged.items())],
+        [(entry, why(entry)) for _, entry in result.pruned],
+    )

@@ -23,7 +23,6 @@ from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.context import Context, check_context_for
 from loopctl_memory.embedding import DEFAULT_TIMEOUT
 from loopctl_memory.entry import (
-    ConsolidationStats,
     MemoryCategory,
     MemoryEntry,
     Summary,
@@ -31,7 +30,7 @@ from loopctl_memory.entry import (
     validate_id,
     validate_query,
 )
-from loopctl_memory.errors import InvalidArgumentError, StorageError
+from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter, check_filter
 from loopctl_memory.flat import FlatBatch, flatten
 from loopctl_memory.history import KEEP_HISTORY
@@ -39,12 +38,12 @@ from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.rankings import EMBEDDING_RANKINGS, Explanation
 from loopctl_memory.scopes import Scope
 from loopctl_memory.sql import removals, repository, retrieval
-from loopctl_memory.sql.consolidation import consolidate_scope
 from loopctl_memory.sql.folds import TailFolds
 from loopctl_memory.sql.graph_builds import GraphBuilds
 from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.scope_rows import ScopeIds, scope_counts
+from loopctl_memory.sql.store_consolidation import ConsolidationOperations
 from loopctl_memory.sql.store_database import DatabaseFacts
 from loopctl_memory.sql.store_embeddings import EmbeddingOperations
 from loopctl_memory.sql.store_expiry import ExpiryOperations
@@ -60,7 +59,12 @@ def _utc_now() -> datetime:
 
 
 class SqlMemoryStore(
-    EmbeddingOperations, IdLookups, ExpiryOperations, HistoryOperations, DatabaseFacts
+    EmbeddingOperations,
+    IdLookups,
+    ExpiryOperations,
+    HistoryOperations,
+    ConsolidationOperations,
+    DatabaseFacts,
 ):
     """The loopctl memory contract, persistent, on SQLite or PostgreSQL.
 
@@ -319,65 +323,6 @@ class SqlMemoryStore(
             shared.graph_builds.start(embedder.embedder.name, embedder.embedder.dims)
         await self._refresh([entry for entry, _ in found])
         return found
-
-    async def consolidate(
-        self, config: ConsolidationConfig | None = None, *, vacuum: bool = False
-    ) -> ConsolidationStats:
-        """Run a consolidation pass over the view's entries, in one transaction.
-
-        ``config`` (default: the store's, set by ``open_store(consolidation=...)``,
-        itself by default ``ConsolidationConfig()``, the 0.1.0 rule: delete every
-        entry whose relevance, as binary32, is below 0.05).
-        ``ConsolidationConfig.full()`` also decays, merges near-duplicates and
-        prunes on quality (see :mod:`loopctl_memory.lifecycle`).
-
-        On a SQLite file created by this version (``auto_vacuum=INCREMENTAL``)
-        the whole pages the pass freed are cut off the file right after it, in
-        a short write of its own; the room removed entries leave in part-full
-        pages stays for later writes. ``vacuum=True`` gives back all the
-        database's free space once the pass has committed (every scope's,
-        earlier deletes' too):
-
-        - SQLite: a full ``VACUUM`` rewrites the whole file packed. It takes
-          about as long as copying the file, needs room on disk for twice the
-          result, and needs the file to itself for writing meanwhile: other
-          writers wait. Then a checkpoint empties the write-ahead log.
-        - ``:memory:``: nothing to do.
-        - PostgreSQL: a plain ``VACUUM`` of the store's tables makes the space
-          reusable; it does not shrink the files.
-
-        Raises:
-            InvalidArgumentError: ``config`` is not a ConsolidationConfig, or
-                ``vacuum`` not a bool.
-            StorageError: the pass failed (nothing changed), or, with ``vacuum``,
-                another connection holds the SQLite file: the pass was committed,
-                the file is as it was.
-
-        """
-        if type(vacuum) is not bool:
-            raise InvalidArgumentError(f"vacuum must be a bool, not {type(vacuum).__name__}")
-        shared = self._shared
-        stats = await consolidate_scope(
-            self._unit,
-            self._scope,
-            shared.consolidation if config is None else config,
-            clock=shared.clock,
-            tuning=shared.tuning,
-            expiry_clock=shared.now_us,
-            stamp=shared.stamp("consolidate"),
-            keep_history=shared.keep_history,
-        )
-        if (stats.pruned or stats.merged) and not vacuum:
-            await self._unit.give_back_free_pages()
-        if vacuum:
-            try:
-                await self._unit.vacuum()
-            except StorageError as exc:
-                raise StorageError(
-                    f"consolidate: the pass was committed ({stats.entries_before} entries,"
-                    f" {stats.entries_after} now), but: {exc}"
-                ) from exc
-        return stats
 
     async def count(self, *, filter: MemoryFilter | None = None) -> int:
         """Return the number of entries the store (or view) reads (that ``filter`` passes)."""

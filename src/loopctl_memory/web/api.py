@@ -27,6 +27,7 @@ from loopctl_memory.errors import (
     StoreClosedError,
 )
 from loopctl_memory.filters import MemoryFilter
+from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.rankings import Explanation, best_ranking
 from loopctl_memory.scopes import relative
 from loopctl_memory.sql.store import SqlMemoryStore
@@ -53,6 +54,11 @@ def routes(store: SqlMemoryStore) -> list[Route]:
         Route("/api/memories/{id}", api.guarded(api.update), methods=["PATCH"]),
         Route("/api/memories/{id}", api.guarded(api.delete), methods=["DELETE"]),
         Route("/api/history", api.guarded(api.history), methods=["GET"]),
+        Route("/api/stats", api.guarded(api.stats), methods=["GET"]),
+        Route("/api/forget", api.guarded(api.forget_preview), methods=["GET"]),
+        Route("/api/forget", api.guarded(api.forget), methods=["POST"]),
+        Route("/api/consolidate", api.guarded(api.consolidate_preview), methods=["GET"]),
+        Route("/api/consolidate", api.guarded(api.consolidate), methods=["POST"]),
         Route("/api/openapi.json", api.openapi, methods=["GET"]),
     ]
 
@@ -191,6 +197,61 @@ class _Api:
         )
         return JSONResponse({"events": [event.to_dict() for event in events]})
 
+    async def stats(self, request: Request) -> Response:
+        summary = await self._view(request).summary()
+        return JSONResponse(
+            {
+                "memories": summary.entries,
+                "by_category": {str(name): count for name, count in summary.by_category.items()},
+                "relevance_histogram": summary.relevance_histogram,
+            }
+        )
+
+    async def forget_preview(self, request: Request) -> Response:
+        """How many memories the filter would forget, and the newest of them."""
+        view, passes = self._view(request), _required_filter(request)
+        sample: list[dict[str, Any]] = []
+        async for scope, entry in view.iter_scoped_entries(
+            batch_size=_SAMPLE, filter=passes, newest_first=True
+        ):
+            sample.append(_shown(entry, scope))
+            if len(sample) == _SAMPLE:
+                break
+        return JSONResponse({"count": await view.count(filter=passes), "sample": sample})
+
+    async def forget(self, request: Request) -> Response:
+        """Forget what the filter passes, if it still counts what the person confirmed."""
+        view, passes = self._view(request), _required_filter(request)
+        expected = _int(request, "confirm", -1, 0, 2**62)
+        if expected < 0:
+            raise _BadRequestError("confirm=N: the count the preview showed is needed")
+        counted = await view.count(filter=passes)
+        if counted != expected:
+            return _error(
+                409, f"the filter now passes {counted} memories, not {expected}: preview again"
+            )
+        return JSONResponse({"forgotten": await view.forget(filter=passes)})
+
+    async def consolidate_preview(self, request: Request) -> Response:
+        """What a consolidation would merge and prune, and why."""
+        preview = await self._view(request).preview_consolidation(_pass(request))
+        return JSONResponse(
+            {
+                "stats": dataclasses.asdict(preview.stats),
+                "merged": [
+                    {"memory": _shown(entry, ""), "into": _shown(into, "")}
+                    for entry, into in preview.merged
+                ],
+                "pruned": [
+                    {"memory": _shown(entry, ""), "why": why} for entry, why in preview.pruned
+                ],
+            }
+        )
+
+    async def consolidate(self, request: Request) -> Response:
+        stats = await self._view(request).consolidate(_pass(request))
+        return JSONResponse({"stats": dataclasses.asdict(stats)})
+
     async def openapi(self, request: Request) -> Response:
         del request
         return JSONResponse(OPENAPI)
@@ -205,6 +266,24 @@ def _parts(parts: Explanation) -> dict[str, float]:
     """The parts of a score that its ranking has (see :class:`Explanation`)."""
     given = dataclasses.asdict(parts)
     return {name: value for name, value in given.items() if value is not None and name != "score"}
+
+
+_SAMPLE = 20  # the memories a forget preview shows
+
+
+def _pass(request: Request) -> ConsolidationConfig | None:
+    """The full pass with ``full=1``; the store's own (by default 0.1.0's prune) without."""
+    return ConsolidationConfig.full() if _flag(request, "full") else None
+
+
+def _required_filter(request: Request) -> MemoryFilter:
+    passes = _filter(request)
+    if passes is None:
+        raise _BadRequestError(
+            "give a filter (category, tag, since, until, meta): forgetting everything is"
+            " not done from here"
+        )
+    return passes
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -307,5 +386,14 @@ OPENAPI: dict[str, Any] = {
             "delete": {"summary": "Delete the memory."},
         },
         "/api/history": {"get": {"summary": "The newest events (since, event, limit)."}},
+        "/api/stats": {"get": {"summary": "Counts by category and a relevance histogram."}},
+        "/api/forget": {
+            "get": {"summary": "How many memories a filter would forget, and the newest."},
+            "post": {"summary": "Forget them: confirm=N, the count the preview showed."},
+        },
+        "/api/consolidate": {
+            "get": {"summary": "What a pass (full=1: the full one) would merge and prune, why."},
+            "post": {"summary": "Run the pass."},
+        },
     },
 }

@@ -43,6 +43,7 @@ async function start() {
   document.body.classList.toggle("read-only", state.info.read_only);
   await loadScopes();
   await search();
+  await loadStats();
 }
 
 async function loadScopes() {
@@ -52,7 +53,7 @@ async function loadScopes() {
   const all = document.createElement("li");
   all.textContent = "(all)";
   all.className = state.scope === "" ? "chosen" : "";
-  all.onclick = () => { state.scope = ""; loadScopes(); search(); };
+  all.onclick = () => { state.scope = ""; loadScopes(); search(); loadStats(); };
   list.appendChild(all);
   for (const { scope, memories } of scopes) {
     const item = document.createElement("li");
@@ -60,20 +61,18 @@ async function loadScopes() {
     item.style.paddingLeft = (scope ? scope.split("/").length : 0) + "em";
     item.className = state.scope === scope && scope ? "chosen" : "";
     item.dataset.scope = scope;
-    item.onclick = () => { state.scope = scope; loadScopes(); search(); };
+    item.onclick = () => { state.scope = scope; loadScopes(); search(); loadStats(); };
     list.appendChild(item);
   }
 }
 
 async function search(event) {
   if (event) event.preventDefault();
-  const params = new URLSearchParams({ limit: "50" });
-  if (state.scope) params.set("scope", state.scope); else params.set("descendants", "1");
+  const params = filterParams();
+  params.set("limit", "50");
   const query = $("query").value.trim();
   if (query) params.set("q", query);
   if ($("ranking").value) params.set("ranking", $("ranking").value);
-  if ($("category").value) params.set("category", $("category").value);
-  if ($("tag").value.trim()) params.set("tag", $("tag").value.trim());
   try {
     const answer = await call("GET", "/api/memories?" + params);
     showResults(answer.memories, query);
@@ -98,11 +97,12 @@ function showResults(memories, query) {
     cell(row, memory.category);
     cell(row, (memory.tags || []).join(", "));
     cell(row, memory.scope || "(own)");
-    row.onclick = () => openMemory(memory.id, memory.scope);
+    row.onclick = () => openMemory(memory.id);
   }
 }
 
-async function openMemory(id, scope) {
+async function openMemory(id) {
+  say("");
   const params = new URLSearchParams();
   if (state.scope) params.set("scope", state.scope);
   const answer = await call("GET", "/api/memories/" + id + "?" + params);
@@ -181,6 +181,109 @@ async function remove() {
   } catch (error) { say(error.message); }
 }
 
+function filterParams() {
+  const params = new URLSearchParams();
+  if (state.scope) params.set("scope", state.scope); else params.set("descendants", "1");
+  if ($("category").value) params.set("category", $("category").value);
+  if ($("tag").value.trim()) params.set("tag", $("tag").value.trim());
+  return params;
+}
+
+async function forget() {
+  const params = filterParams();
+  if (!params.has("category") && !params.has("tag")) {
+    say("Choose a category or a tag first: forgetting everything is not done from here.");
+    return;
+  }
+  try {
+    const preview = await call("GET", "/api/forget?" + params);
+    const shown = preview.sample.map((memory) => "• " + memory.memory).join("\n");
+    if (!window.confirm("Forget " + preview.count + " memories?\n" + shown)) return;
+    params.set("confirm", String(preview.count));
+    const done = await call("POST", "/api/forget?" + params);
+    say("Forgot " + done.forgotten + " memories.");
+    await loadScopes();
+    await search();
+  } catch (error) { say(error.message); }
+}
+
+function passParams() {
+  const params = new URLSearchParams();
+  if (state.scope) params.set("scope", state.scope);
+  if ($("full").checked) params.set("full", "1");
+  return params;
+}
+
+async function previewConsolidation() {
+  try {
+    const preview = await call("GET", "/api/consolidate?" + passParams());
+    $("consolidation").hidden = false;
+    const stats = preview.stats;
+    $("consolidation-summary").textContent = stats.entries_before + " memories: " +
+      stats.merged + " would be merged, " + stats.pruned + " pruned, " +
+      stats.entries_after + " left.";
+    const body = $("consolidation-items").tBodies[0];
+    body.replaceChildren();
+    for (const item of preview.merged) {
+      const row = body.insertRow();
+      cell(row, "merge");
+      cell(row, item.memory.memory, "text");
+      cell(row, "into “" + item.into.memory + "”");
+    }
+    for (const item of preview.pruned) {
+      const row = body.insertRow();
+      cell(row, "prune");
+      cell(row, item.memory.memory, "text");
+      cell(row, item.why);
+    }
+  } catch (error) { say(error.message); }
+}
+
+async function runConsolidation() {
+  try {
+    const done = await call("POST", "/api/consolidate?" + passParams());
+    $("consolidation").hidden = true;
+    say("Consolidated: " + done.stats.merged + " merged, " + done.stats.pruned + " pruned.");
+    await loadScopes();
+    await search();
+  } catch (error) { say(error.message); }
+}
+
+function bars(svg, labels, values) {
+  const width = 320, height = 120, gap = 4;
+  const most = Math.max(1, ...values);
+  const step = width / values.length;
+  svg.setAttribute("viewBox", "0 0 " + width + " " + (height + 30));
+  svg.replaceChildren();
+  values.forEach((value, index) => {
+    const tall = Math.round((value / most) * height);
+    const bar = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+    bar.setAttribute("x", index * step + gap / 2);
+    bar.setAttribute("y", height - tall);
+    bar.setAttribute("width", step - gap);
+    bar.setAttribute("height", tall);
+    const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+    title.textContent = labels[index] + ": " + value;
+    bar.appendChild(title);
+    const label = document.createElementNS("http://www.w3.org/2000/svg", "text");
+    label.setAttribute("x", index * step + step / 2);
+    label.setAttribute("y", height + 14);
+    label.setAttribute("text-anchor", "middle");
+    label.textContent = labels[index];
+    svg.append(bar, label);
+  });
+}
+
+async function loadStats() {
+  const params = new URLSearchParams();
+  if (state.scope) params.set("scope", state.scope); else params.set("descendants", "1");
+  const stats = await call("GET", "/api/stats?" + params);
+  const names = Object.keys(stats.by_category);
+  bars($("by-category"), names.map((name) => name.slice(0, 5)), names.map((name) => stats.by_category[name]));
+  bars($("relevance"), stats.relevance_histogram.map((_, index) => (index / 10).toFixed(1)),
+    stats.relevance_histogram);
+}
+
 function scopeQuery() { return state.scope ? "?scope=" + encodeURIComponent(state.scope) : ""; }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -193,5 +296,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("edit").onsubmit = save;
   $("delete").onclick = remove;
   $("back").onclick = () => search();
+  $("forget").onclick = forget;
+  $("preview-consolidation").onclick = previewConsolidation;
+  $("run-consolidation").onclick = runConsolidation;
   start();
 });
