@@ -46,12 +46,13 @@ from loopctl_memory.sql.opening import OpenOptions
 from loopctl_memory.sql.opening import open_store as _open_async
 from loopctl_memory.sql.store import SqlMemoryStore
 from loopctl_memory.sql.store_embeddings import RecordedEmbedder
+from loopctl_memory.sync_lookups import SyncLookups
 from loopctl_memory.sync_loop import LoopThread, iterate
 
 __all__ = ["SyncMemoryStore", "open_store"]
 
 
-class SyncMemoryStore:
+class SyncMemoryStore(SyncLookups):
     """The SQL memory store with a blocking API, safe to share between threads.
 
     Open one with :func:`open_store`. Every method is the method of the same name
@@ -325,22 +326,6 @@ class SyncMemoryStore:
         """Return the entry with this id, or None (also when it is in a scope not read here)."""
         return self._runner.run(self._store.get(entry_id))
 
-    def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[uuid.UUID]:
-        """Up to ``limit`` ids of the view whose hexadecimal form starts with ``prefix``.
-
-        ``prefix`` is hexadecimal digits, dashes ignored, any case: a short id as
-        the CLI shows it.
-
-        Raises:
-            InvalidArgumentError: ``prefix`` is empty, longer than an id or not hexadecimal.
-
-        """
-        return self._runner.run(self._store.ids_with_prefix(prefix, limit))
-
-    def short_id(self, entry_id: uuid.UUID) -> str:
-        """The fewest leading hex digits (at least 8) of ``entry_id`` no other id here has."""
-        return self._runner.run(self._store.short_id(entry_id))
-
     def delete(self, entry_id: uuid.UUID) -> bool:
         """Delete the entry with this id; return whether it existed (in a scope read here)."""
         return self._runner.run(self._store.delete(entry_id))
@@ -371,23 +356,15 @@ class SyncMemoryStore:
             )
         )
 
+    def newest_page(
+        self, limit: int, *, filter: MemoryFilter | None = None, before: str | None = None
+    ) -> tuple[list[tuple[str, MemoryEntry]], str | None]:
+        """One page of the view's entries, newest first, and the next page's cursor."""
+        return self._runner.run(self._store.newest_page(limit, filter=filter, before=before))
+
     def history_of(self, entry_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, list[HistoryEvent]]:
         """The events of each of ``entry_ids`` the view stores, oldest first, in one read."""
         return self._runner.run(self._store.history_of(entry_ids))
-
-    def get_by_key(self, key: str) -> MemoryEntry | None:
-        """The entry of the store's own scope holding ``key``, or None.
-
-        On a SQLite file it is read on the calling thread (one statement).
-        """
-        store = self._store
-        if store.reads_here:
-            return store.get_by_key_here(key)
-        return self._runner.run(store.get_by_key(key))
-
-    def delete_by_key(self, key: str) -> bool:
-        """Delete the entry of the store's own scope holding ``key``; whether there was one."""
-        return self._runner.run(self._store.delete_by_key(key))
 
     def update(
         self,
@@ -514,14 +491,6 @@ class SyncMemoryStore:
     def free_bytes(self) -> int | None:
         """Bytes of free pages in a SQLite file (None for ``:memory:`` and PostgreSQL)."""
         return self._runner.run(self._store.free_bytes())
-
-    def existing_ids(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
-        """Which of ``ids`` are already stored, in any scope (ids are unique across the store)."""
-        return self._runner.run(self._store.existing_ids(list(ids)))
-
-    def scopes_of(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
-        """The scope of each of ``ids`` the view reads, relative to the view (``""``: its own)."""
-        return self._runner.run(self._store.scopes_of(list(ids)))
 
     # --- lifecycle ---
 

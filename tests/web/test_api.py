@@ -150,3 +150,19 @@ async def test_a_consolidation_is_previewed_with_its_reasons_then_run(store):
             stats["by_category"]["working"],
         )
         assert 10 == len(stats["relevance_histogram"])
+
+
+async def test_the_newest_memories_come_a_page_at_a_time(store):
+    await store.store_many([_entry(f"note {number}") for number in range(7)])
+    async with serving(store) as served:
+        seen: list[str] = []
+        params: dict[str, str] = {"limit": "3"}
+        while True:
+            page = (await served.client.get("/api/memories", params=params)).json()
+            seen += [memory["memory"] for memory in page["memories"]]
+            if page["next"] is None:
+                break
+            params["before"] = page["next"]
+        assert [f"note {number}" for number in range(6, -1, -1)] == seen
+        refused = await served.client.get("/api/memories", params={"before": "nope"})
+        assert 400 == refused.status_code

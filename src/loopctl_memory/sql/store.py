@@ -54,6 +54,15 @@ from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
 
 
+def _cursor_seq(before: str | None) -> int:
+    """The seq a :meth:`SqlMemoryStore.newest_page` cursor stands for (0: the newest)."""
+    if before is None:
+        return 0
+    if not isinstance(before, str) or not before.isdigit() or int(before) < 1:
+        raise InvalidArgumentError(f"before must be a cursor a page gave, not {before!r}")
+    return int(before)
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -495,6 +504,34 @@ class SqlMemoryStore(
             if len(batch) < batch_size:
                 return
             after = batch[-1][0]
+
+    async def newest_page(
+        self, limit: int, *, filter: MemoryFilter | None = None, before: str | None = None
+    ) -> tuple[list[tuple[str, MemoryEntry]], str | None]:
+        """One page of the view's entries, newest stored first, for a person paging through.
+
+        Up to ``limit`` entries (each with its scope relative to the view) that
+        ``filter`` passes, stored before the page that gave ``before`` (None:
+        from the newest); and the cursor of the next page, None after the last.
+        One read transaction on the insertion-order index: as fast on the
+        hundredth page as on the first.
+
+        Raises:
+            InvalidArgumentError: ``limit`` is not an int >= 1, or ``before`` not
+                a cursor this method gave.
+
+        """
+        if type(limit) is not int or limit < 1:
+            raise InvalidArgumentError(f"limit must be an int >= 1, not {limit!r}")
+        passes = check_filter(filter)
+        after = _cursor_seq(before)
+        read_page = functools.partial(
+            repository.page, after_seq=after, size=limit + 1, passes=passes, newest_first=True
+        )
+        batch = await self._in_scope("list", read_page, write=False)
+        base = self._scope.name
+        shown = [(scope_names.relative(base, name), entry) for _, entry, name in batch[:limit]]
+        return shown, (str(batch[limit - 1][0]) if len(batch) > limit else None)
 
     async def summary(self) -> Summary:
         """Count the view's entries: in all, by category, and in ten relevance bins."""

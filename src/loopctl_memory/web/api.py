@@ -117,14 +117,12 @@ class _Api:
         query = request.query_params.get("q", "").strip()
         base = view.scope_name
         if not query:
-            found: list[dict[str, Any]] = []
-            async for scope, entry in view.iter_scoped_entries(
-                batch_size=limit, filter=passes, newest_first=True
-            ):
-                found.append(_shown(entry, scope))
-                if len(found) == limit:
-                    break
-            return JSONResponse({"memories": found})
+            page, after = await view.newest_page(
+                limit, filter=passes, before=request.query_params.get("before")
+            )
+            return JSONResponse(
+                {"memories": [_shown(entry, scope) for scope, entry in page], "next": after}
+            )
         ranking = request.query_params.get("ranking") or best_ranking(
             has_embedder=view.embedder is not None
         )
@@ -376,6 +374,7 @@ OPENAPI: dict[str, Any] = {
                         ("until", "string"),
                         ("meta", "string"),
                         ("limit", "integer"),
+                        ("before", "string"),
                     )
                 ],
             }

@@ -1,7 +1,7 @@
 // The console: reads and writes through the JSON API, nothing else. No build step.
 "use strict";
 
-const state = { scope: "", memory: null, info: null };
+const state = { scope: "", memory: null, info: null, next: null };
 const $ = (id) => document.getElementById(id);
 
 function token() { return sessionStorage.getItem("loopctl-memory-token") || ""; }
@@ -66,25 +66,28 @@ async function loadScopes() {
   }
 }
 
-async function search(event) {
+async function search(event, before) {
   if (event) event.preventDefault();
   const params = filterParams();
+  if (before) params.set("before", before);
   params.set("limit", "50");
   const query = $("query").value.trim();
   if (query) params.set("q", query);
   if ($("ranking").value) params.set("ranking", $("ranking").value);
   try {
     const answer = await call("GET", "/api/memories?" + params);
-    showResults(answer.memories, query);
+    state.next = answer.next || null;
+    $("older").hidden = !state.next;
+    showResults(answer.memories, query, Boolean(before));
   } catch (error) { say(error.message); }
 }
 
-function showResults(memories, query) {
+function showResults(memories, query, more) {
   $("detail").hidden = true;
   $("browse").hidden = false;
   const body = $("results").tBodies[0];
-  body.replaceChildren();
-  say(memories.length ? "" : (query ? "Nothing matches." : "No memories here."));
+  if (!more) body.replaceChildren();
+  if (!more) say(memories.length ? "" : (query ? "Nothing matches." : "No memories here."));
   for (const memory of memories) {
     const row = body.insertRow();
     row.className = "memory";
@@ -296,6 +299,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("edit").onsubmit = save;
   $("delete").onclick = remove;
   $("back").onclick = () => search();
+  $("older").onclick = () => search(null, state.next);
   $("forget").onclick = forget;
   $("preview-consolidation").onclick = previewConsolidation;
   $("run-consolidation").onclick = runConsolidation;
