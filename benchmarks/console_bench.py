@@ -5,6 +5,7 @@ A SQLite file of ``--size`` natural entries (built by ``store_many``), served by
 request at a time over HTTP, as the console sends them:
 
 - the newest page (``/api/memories?limit=20``), ``--requests`` times;
+- the statistics the console draws (``/api/stats``), a tenth as often;
 - ``--requests`` pages walked back from the newest, each by the cursor the one
   before gave;
 - a page filtered by category;
@@ -97,6 +98,9 @@ def measure(url: str, requests: int, queries: list[str]) -> dict[str, list[float
                 opened.append(timed(client, f"/api/memories/{first}", {})[0])
         times["search (q=, best ranking, 20)"] = searched
         times["a memory's page (fields and history)"] = opened
+        times["statistics (by category, day, relevance)"] = [
+            timed(client, "/api/stats", {})[0] for _ in range(max(1, requests // 10))
+        ]
     return times
 
 

@@ -119,6 +119,9 @@ class AsyncOverSync:
     async def sweep_expired(self) -> int:
         return await asyncio.to_thread(self.sync.sweep_expired)
 
+    async def created_per_day(self) -> Any:
+        return await asyncio.to_thread(self.sync.created_per_day)
+
     async def newest_page(self, limit: int, **choices: Any) -> Any:
         return await asyncio.to_thread(self.sync.newest_page, limit, **choices)
 

@@ -29,7 +29,7 @@ from collections.abc import (
     Iterable,
     Iterator,
 )
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from types import TracebackType
 from typing import IO, Any, Unpack
 
@@ -475,6 +475,10 @@ class SyncMemoryStore(SyncLookups):
             ),
             batch_size,
         )
+
+    def created_per_day(self) -> list[tuple[date, int]]:
+        """How many of the view's entries were created each UTC day, oldest day first."""
+        return self._runner.run(self._store.created_per_day())
 
     def summary(self) -> Summary:
         """Count the view's entries: in all, by category, and in ten relevance bins."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime
+
 import pytest
 
 from loopctl_memory import InvalidArgumentError, MemoryCategory, MemoryEntry, MemoryFilter
@@ -46,3 +48,13 @@ async def test_a_bad_page_is_refused(store_factory, arguments):
     store = await store_factory()
     with pytest.raises(InvalidArgumentError):
         await store.newest_page(**arguments)
+
+
+async def test_memories_are_counted_by_the_day_they_were_created(store_factory):
+    store = await store_factory()
+    days = [datetime(2026, 3, day, hour, tzinfo=UTC) for day, hour in ((1, 0), (1, 23), (4, 12))]
+    await store.store_many(
+        [MemoryEntry(MemoryCategory.FACT, f"on {when}", created_at=when) for when in days]
+    )
+    assert [(date(2026, 3, 1), 2), (date(2026, 3, 4), 1)] == await store.created_per_day()
+    assert [] == await store.scope("nobody").created_per_day()

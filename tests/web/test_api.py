@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
@@ -166,3 +167,25 @@ async def test_the_newest_memories_come_a_page_at_a_time(store):
         assert [f"note {number}" for number in range(6, -1, -1)] == seen
         refused = await served.client.get("/api/memories", params={"before": "nope"})
         assert 400 == refused.status_code
+
+
+async def test_filters_on_dates_and_metadata_and_the_memories_per_day(store):
+    old = _entry(
+        "an old ann note", created_at=datetime(2026, 1, 5, tzinfo=UTC), metadata={"user": "ann"}
+    )
+    new = _entry(
+        "a new bob note", created_at=datetime(2026, 3, 5, tzinfo=UTC), metadata={"user": "bob"}
+    )
+    await store.store_many([old, new])
+    async with serving(store) as served:
+
+        async def listed(**params: str) -> list[str]:
+            answer = await served.client.get("/api/memories", params=params)
+            return [memory["memory"] for memory in answer.json()["memories"]]
+
+        assert ["a new bob note"] == await listed(since="2026-02-01")
+        assert ["an old ann note"] == await listed(until="2026-02-01")
+        assert ["an old ann note"] == await listed(meta='{"user": "ann"}')
+        assert ["an old ann note"] == await listed(q="note", meta='{"user": "ann"}')
+        stats = (await served.client.get("/api/stats")).json()
+        assert [["2026-01-05", 1], ["2026-03-05", 1]] == stats["created_per_day"]

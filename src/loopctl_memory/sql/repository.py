@@ -501,6 +501,23 @@ async def summarise(connection: AsyncConnection, scope: ScopeIds = EVERY_SCOPE) 
     return Summary(sum(by_category.values()), by_category, histogram)
 
 
+async def created_per_day(
+    connection: AsyncConnection, scope: ScopeIds = EVERY_SCOPE
+) -> list[tuple[int, int]]:
+    """(UTC day since the epoch, entries created that day) of the view, oldest day first.
+
+    Integer division truncates: a day before 1970 counts with the one after it.
+    """
+    day = entries.c.created_at_us // _DAY_US
+    grouped = await connection.execute(
+        select(day, func.count()).where(scope.condition()).group_by(day)
+    )
+    return sorted((int(when), int(number)) for when, number in grouped)
+
+
+_DAY_US = 86_400_000_000
+
+
 async def _load(
     connection: AsyncConnection, seqs: Sequence[int], rows: Sequence[Any]
 ) -> dict[int, MemoryEntry]:

@@ -11,7 +11,7 @@ import functools
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -61,6 +61,9 @@ def _cursor_seq(before: str | None) -> int:
     if not isinstance(before, str) or not before.isdigit() or int(before) < 1:
         raise InvalidArgumentError(f"before must be a cursor a page gave, not {before!r}")
     return int(before)
+
+
+_EPOCH_DAY = date(1970, 1, 1)
 
 
 def _utc_now() -> datetime:
@@ -532,6 +535,14 @@ class SqlMemoryStore(
         base = self._scope.name
         shown = [(scope_names.relative(base, name), entry) for _, entry, name in batch[:limit]]
         return shown, (str(batch[limit - 1][0]) if len(batch) > limit else None)
+
+    async def created_per_day(self) -> list[tuple[date, int]]:
+        """How many of the view's entries were created each UTC day, oldest day first.
+
+        Days without one are left out. One read (a pass over the view's rows).
+        """
+        found = await self._in_scope("count by day", repository.created_per_day, write=False)
+        return [(_EPOCH_DAY + timedelta(days=day), number) for day, number in found]
 
     async def summary(self) -> Summary:
         """Count the view's entries: in all, by category, and in ten relevance bins."""

@@ -196,10 +196,13 @@ class _Api:
         return JSONResponse({"events": [event.to_dict() for event in events]})
 
     async def stats(self, request: Request) -> Response:
-        summary = await self._view(request).summary()
+        view = self._view(request)
+        summary = await view.summary()
+        days = await view.created_per_day()
         return JSONResponse(
             {
                 "memories": summary.entries,
+                "created_per_day": [[day.isoformat(), number] for day, number in days],
                 "by_category": {str(name): count for name, count in summary.by_category.items()},
                 "relevance_histogram": summary.relevance_histogram,
             }
@@ -385,7 +388,9 @@ OPENAPI: dict[str, Any] = {
             "delete": {"summary": "Delete the memory."},
         },
         "/api/history": {"get": {"summary": "The newest events (since, event, limit)."}},
-        "/api/stats": {"get": {"summary": "Counts by category and a relevance histogram."}},
+        "/api/stats": {
+            "get": {"summary": "Counts by category and by day created, a relevance histogram."}
+        },
         "/api/forget": {
             "get": {"summary": "How many memories a filter would forget, and the newest."},
             "post": {"summary": "Forget them: confirm=N, the count the preview showed."},

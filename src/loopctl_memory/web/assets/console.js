@@ -189,13 +189,16 @@ function filterParams() {
   if (state.scope) params.set("scope", state.scope); else params.set("descendants", "1");
   if ($("category").value) params.set("category", $("category").value);
   if ($("tag").value.trim()) params.set("tag", $("tag").value.trim());
+  for (const name of ["since", "until", "meta"]) {
+    if ($(name).value.trim()) params.set(name, $(name).value.trim());
+  }
   return params;
 }
 
 async function forget() {
   const params = filterParams();
-  if (!params.has("category") && !params.has("tag")) {
-    say("Choose a category or a tag first: forgetting everything is not done from here.");
+  if (!["category", "tag", "since", "until", "meta"].some((name) => params.has(name))) {
+    say("Choose a filter first: forgetting everything is not done from here.");
     return;
   }
   try {
@@ -281,6 +284,9 @@ async function loadStats() {
   const params = new URLSearchParams();
   if (state.scope) params.set("scope", state.scope); else params.set("descendants", "1");
   const stats = await call("GET", "/api/stats?" + params);
+  const days = stats.created_per_day.slice(-60);
+  bars($("per-day"), days.map(([day], index) => (index % 10 === 0 ? day.slice(5) : "")),
+    days.map(([, number]) => number));
   const names = Object.keys(stats.by_category);
   bars($("by-category"), names.map((name) => name.slice(0, 5)), names.map((name) => stats.by_category[name]));
   bars($("relevance"), stats.relevance_histogram.map((_, index) => (index / 10).toFixed(1)),
