@@ -111,3 +111,12 @@ def test_an_installed_wheel_creates_and_migrates_a_database_from_another_directo
     assert site / "loopctl_memory" / "migrations" == Path(scripts)
     assert f"{migrate.head()} 1 from the wheel" == status
     assert (elsewhere / "fresh.db").exists()
+
+
+def test_the_wheel_ships_the_console_with_no_build_step(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        page = archive.read("loopctl_memory/web/assets/console.html").decode()
+    for asset in ("console.html", "console.js", "console.css"):
+        assert f"loopctl_memory/web/assets/{asset}" in names
+    assert '<script src="/assets/console.js"' in page
