@@ -189,3 +189,12 @@ async def test_filters_on_dates_and_metadata_and_the_memories_per_day(store):
         assert ["an old ann note"] == await listed(q="note", meta='{"user": "ann"}')
         stats = (await served.client.get("/api/stats")).json()
         assert [["2026-01-05", 1], ["2026-03-05", 1]] == stats["created_per_day"]
+
+
+async def test_the_servers_ranking_is_the_consoles_default(store):
+    await store.store_many([_entry("the cache lives in redis"), _entry("tests run in ci")])
+    async with serving(store, ranking="reference") as served:
+        assert "reference" == (await served.client.get("/api/info")).json()["ranking"]
+        found = (await served.client.get("/api/memories", params={"q": "cache"})).json()
+        assert "reference" == found["ranking"]
+        assert {} == found["memories"][0]["parts"]  # the reference score has no parts

@@ -24,7 +24,6 @@ from loopctl_memory.errors import (
     InvalidEntryError,
     LoopMemoryError,
     ReadOnlyStoreError,
-    StoreClosedError,
 )
 from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.lifecycle import ConsolidationConfig
@@ -43,9 +42,13 @@ class _BadRequestError(Exception):
     """A request the API cannot read: answered 400 with its message."""
 
 
-def routes(store: SqlMemoryStore) -> list[Route]:
-    """The API's routes over ``store`` (the server's view: its scope bounds every route)."""
-    api = _Api(store)
+def routes(store: SqlMemoryStore, ranking: str | None = None) -> list[Route]:
+    """The API's routes over ``store`` (the server's view: its scope bounds every route).
+
+    ``ranking``: what a search ranks by when it names none (None: the best the
+    store has, ``hybrid`` with an embedder, else ``bm25``).
+    """
+    api = _Api(store, ranking)
     return [
         Route("/api/info", api.guarded(api.info), methods=["GET"]),
         Route("/api/scopes", api.guarded(api.scopes), methods=["GET"]),
@@ -64,8 +67,9 @@ def routes(store: SqlMemoryStore) -> list[Route]:
 
 
 class _Api:
-    def __init__(self, store: SqlMemoryStore) -> None:
+    def __init__(self, store: SqlMemoryStore, ranking: str | None) -> None:
         self.store = store
+        self.ranking = ranking or best_ranking(has_embedder=store.embedder is not None)
 
     def guarded(self, handler: Handler) -> Handler:
         """``handler``, its errors answered as HTTP: 400 bad input, 403 read-only, 503 storage."""
@@ -77,7 +81,7 @@ class _Api:
                 return _error(400, str(exc))
             except ReadOnlyStoreError as exc:
                 return _error(403, str(exc))
-            except (StoreClosedError, LoopMemoryError) as exc:
+            except LoopMemoryError as exc:  # the store closed, the database refused
                 return _error(503, str(exc))
 
         return answer
@@ -97,7 +101,7 @@ class _Api:
             {
                 "scope": store.scope_name,
                 "read_only": store.read_only,
-                "ranking": best_ranking(has_embedder=store.embedder is not None),
+                "ranking": self.ranking,
                 "embedder": None if store.embedder is None else store.embedder.name,
                 "max_limit": MAX_LIMIT,
             }
@@ -123,9 +127,7 @@ class _Api:
             return JSONResponse(
                 {"memories": [_shown(entry, scope) for scope, entry in page], "next": after}
             )
-        ranking = request.query_params.get("ranking") or best_ranking(
-            has_embedder=view.embedder is not None
-        )
+        ranking = request.query_params.get("ranking") or self.ranking
         explained = await view.retrieve_explained(query, limit, ranking=ranking, filter=passes)
         where = await view.scopes_of(entry.id for entry, _ in explained)
         return JSONResponse(

@@ -92,7 +92,9 @@ def build_app(
         async with mcp.router.lifespan_context(app):
             yield
 
-    app = Starlette(routes=[*api.routes(store), *console.routes(), *mcp.routes], lifespan=lifespan)
+    app = Starlette(
+        routes=[*api.routes(store, ranking), *console.routes(), *mcp.routes], lifespan=lifespan
+    )
     rules = Rules(
         hosts=loopback_hosts(port) if is_loopback(host) else None,
         token=token,
