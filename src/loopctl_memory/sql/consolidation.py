@@ -22,8 +22,8 @@ from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.flat import EPOCH, MICROSECOND
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql import history_record, index, removals, repository
-from loopctl_memory.sql.history_record import Stamp
+from loopctl_memory.sql import history_record, history_stamps, index, removals, repository
+from loopctl_memory.sql.history_stamps import Stamp
 from loopctl_memory.sql.scope_rows import Clock, ScopeIds, scope_ids
 from loopctl_memory.sql.tuning import Tuning
 from loopctl_memory.sql.unit_of_work import UnitOfWork
@@ -216,7 +216,7 @@ async def _record_pass(
                 "entry_seq": seq,
                 "scope_id": scope_of[seqs[owner]],
                 "event": history.ABSORBED,
-                "detail": history_record.details(
+                "detail": history_stamps.details(
                     merged=[str(before[member].id) for member in sorted(members)]
                 ),
             }
@@ -227,7 +227,7 @@ async def _record_pass(
                 scope_of[seqs[member]],
                 history.MERGED,
                 before[member],
-                history_record.details(into=str(before[owner].id)),
+                history_stamps.details(into=str(before[owner].id)),
             )
             for member in sorted(members)
         )

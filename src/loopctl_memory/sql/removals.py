@@ -18,8 +18,8 @@ from loopctl_memory import history
 from loopctl_memory.flat import microseconds
 from loopctl_memory.lifecycle import ForgetRule
 from loopctl_memory.scoring import PRUNE_THRESHOLD
-from loopctl_memory.sql import filtering, history_record, keys
-from loopctl_memory.sql.history_record import Stamp
+from loopctl_memory.sql import filtering, history_record, history_stamps, keys
+from loopctl_memory.sql.history_stamps import Stamp
 from loopctl_memory.sql.scope_rows import EVERY_SCOPE, Clock, ScopeIds, expired_by, scope_id
 from loopctl_memory.sql.tables import changes, entries, index_state
 
@@ -83,7 +83,7 @@ async def delete_keyed(
     if own is None:
         return False
     live = ScopeIds((own,), await expired_by(connection, clock)).condition()
-    happened = _happened(stamp, history.DELETED, history_record.details(key=key))
+    happened = _happened(stamp, history.DELETED, history_stamps.details(key=key))
     return await remove(connection, and_(keys.holding(own, key), live), happened) > 0
 
 
@@ -103,7 +103,7 @@ def _happened(
 def forgotten(stamp: Stamp | None, rule: ForgetRule) -> history_record.Happened | None:
     """What a ``forget`` by ``rule`` records of each entry it removes (None: nothing)."""
     return _happened(
-        stamp, history.FORGOTTEN, history_record.details(rule=history.rule_details(rule))
+        stamp, history.FORGOTTEN, history_stamps.details(rule=history.rule_details(rule))
     )
 
 

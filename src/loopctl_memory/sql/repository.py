@@ -33,11 +33,19 @@ from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.flat import FlatBatch, microseconds
 from loopctl_memory.keys import keys_of_batch
 from loopctl_memory.metadata import encoded
-from loopctl_memory.sql import fields, filtering, history_record, index, keys, removals
+from loopctl_memory.sql import (
+    fields,
+    filtering,
+    history_record,
+    history_stamps,
+    index,
+    keys,
+    removals,
+)
 from loopctl_memory.sql.backend import Statement, backend_of
 from loopctl_memory.sql.entry_rows import ENTRY_NAMES, IDS_PER_STATEMENT, chunks, entry_of
 from loopctl_memory.sql.fields import INSERT_FIELDS
-from loopctl_memory.sql.history_record import Stamp
+from loopctl_memory.sql.history_stamps import Stamp
 from loopctl_memory.sql.scope_rows import (
     EVERY_SCOPE,
     ScopeIds,
@@ -100,8 +108,8 @@ async def insert_entries(
         keyed = [(scope_ids_by_name[e[10]], e[12], e[0]) for e in batch.entries if e[12]]
         if keyed:
             await connection.exec_driver_sql(
-                backend.sql(history_record.RECORD_REPLACED),
-                history_record.replaced_rows(
+                backend.sql(history_stamps.RECORD_REPLACED),
+                history_stamps.replaced_rows(
                     stamp,
                     [(scope, backend.encode(key)) for scope, key, _ in keyed],
                     [uuid.UUID(hex=new) for _, _, new in keyed],
@@ -435,7 +443,7 @@ async def update_entry(
             await history_record.record_where(
                 connection,
                 history_record.Happened(
-                    stamp, history.UPDATED, history_record.details(changed=changed)
+                    stamp, history.UPDATED, history_stamps.details(changed=changed)
                 ),
                 entries.c.seq == seq,
             )

@@ -26,7 +26,8 @@ from loopctl_memory.sql import embeddings, index
 from loopctl_memory.sql.backend import Reader
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.entry_rows import IDS_PER_STATEMENT, chunks
-from loopctl_memory.sql.history_record import Happened, Stamp, details, record_where
+from loopctl_memory.sql.history_record import Happened, record_where
+from loopctl_memory.sql.history_stamps import Stamp, details
 from loopctl_memory.sql.ranking.snapshot import Needs, take
 from loopctl_memory.sql.ranking.vector_files import StoreMark, VectorFiles
 from loopctl_memory.sql.scope_rows import ScopeIds

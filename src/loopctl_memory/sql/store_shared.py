@@ -16,7 +16,7 @@ from loopctl_memory.lifecycle import ConsolidationConfig, check_now
 from loopctl_memory.sql.embeddings import StoreEmbedder
 from loopctl_memory.sql.folds import TailFolds
 from loopctl_memory.sql.graph_builds import GraphBuilds
-from loopctl_memory.sql.history_record import Stamp
+from loopctl_memory.sql.history_stamps import Stamp
 from loopctl_memory.sql.ranking.state import RankingState
 from loopctl_memory.sql.term_ids import KnownTerms
 from loopctl_memory.sql.tuning import Tuning

@@ -41,7 +41,7 @@ from loopctl_memory.sql.caller_lane import CallerLane
 from loopctl_memory.sql.engine import Target
 from loopctl_memory.sql.files.held import HeldFile, hold
 from loopctl_memory.sql.files.watch import PAGES_AS_OF, FileWatch
-from loopctl_memory.sql.history_record import Stamp
+from loopctl_memory.sql.history_stamps import Stamp
 
 T = TypeVar("T")
 

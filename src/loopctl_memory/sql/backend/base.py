@@ -15,7 +15,7 @@ from loopctl_memory.flat import FlatBatch
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.files.held import HeldFile
-    from loopctl_memory.sql.history_record import Stamp
+    from loopctl_memory.sql.history_stamps import Stamp
 
 BEGIN_MODE = "loopctl_begin"  # execution option read by the "begin" listeners
 WRITE = "IMMEDIATE"

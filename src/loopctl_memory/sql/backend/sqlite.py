@@ -30,7 +30,7 @@ from loopctl_memory.sql.backend.base import (
 )
 from loopctl_memory.sql.fields import INSERT_FIELDS
 from loopctl_memory.sql.files import header
-from loopctl_memory.sql.history_record import (
+from loopctl_memory.sql.history_stamps import (
     RECORD_REPLACED,
     RECORD_STORED_ROW,
     Stamp,
