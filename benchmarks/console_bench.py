@@ -22,9 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +32,7 @@ import httpx2
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import percentile, write_section
 from benchmarks.run import machine, parse_size, size_label
+from benchmarks.serve_bench import served
 from loopctl_memory import open_store
 
 BEGIN, END = "<!-- console: begin -->", "<!-- console: end -->"
@@ -52,13 +50,6 @@ async def build(db: Path, size: int) -> None:
         for batch in workloads.entry_batches("natural", size, BATCH):
             await store.store_many(batch)
         await store.build_indexes()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def timed(client: httpx2.Client, path: str, params: dict[str, str]) -> tuple[float, dict]:  # type: ignore[type-arg]
@@ -146,20 +137,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="loopctl-console-") as scratch:
         db = Path(scratch) / "memory.db"
         asyncio.run(build(db, args.size))
-        port = _free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "loopctl_memory", "--db", str(db), "serve", "--port", str(port)],
-            env=dict(os.environ),
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stderr is not None  # piped above
-            _log(server.stderr.readline().strip())
-            times = measure(f"http://127.0.0.1:{port}", args.requests, queries)
-        finally:
-            server.terminate()
-            server.communicate(timeout=60)
+        with served(db) as url:
+            times = measure(url, args.requests, queries)
     text = section(times, args.size, args.requests)
     print(text)
     if args.out is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import secrets
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -43,11 +45,32 @@ def _log(message: str) -> None:
     print(f"[serve] {message}", file=sys.stderr, flush=True)
 
 
-def _free_port() -> int:
+@contextlib.contextmanager
+def served(db: Path, token: str | None = None) -> Iterator[str]:
+    """``loopctl-memory serve`` on ``db`` in a process of its own, its base URL, until the end.
+
+    ``token``: given to it as ``LOOPCTL_MEMORY_TOKEN`` (None: none).
+    """
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
+        port = probe.getsockname()[1]
+    environment = dict(os.environ)
+    environment.pop("LOOPCTL_MEMORY_TOKEN", None)
+    if token is not None:
+        environment["LOOPCTL_MEMORY_TOKEN"] = token
+    server = subprocess.Popen(
+        [sys.executable, "-m", "loopctl_memory", "--db", str(db), "serve", "--port", str(port)],
+        env=environment,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None  # piped above
+        print(f"[serve] {server.stderr.readline().strip()}", file=sys.stderr, flush=True)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
 
 
 class Tally:
@@ -112,20 +135,8 @@ async def scope_counts(db: Path) -> dict[str, int]:
 def run(db: Path, clients: int, calls: int) -> tuple[Tally, float, dict[str, int]]:
     """Serve ``db`` from a process of its own, load it; the tally, seconds, each scope's count."""
     token = secrets.token_urlsafe()
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "loopctl_memory", "--db", str(db), "serve", "--port", str(port)],
-        env={**os.environ, "LOOPCTL_MEMORY_TOKEN": token},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stderr is not None  # piped above
-        _log(server.stderr.readline().strip())
-        tally, elapsed = asyncio.run(load(f"http://127.0.0.1:{port}/mcp", token, clients, calls))
-    finally:
-        server.terminate()
-        server.communicate(timeout=60)
+    with served(db, token) as url:
+        tally, elapsed = asyncio.run(load(f"{url}/mcp", token, clients, calls))
     return tally, elapsed, asyncio.run(scope_counts(db))
 
 
