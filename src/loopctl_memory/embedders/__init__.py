@@ -169,27 +169,3 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# --- for the adapters ------------------------------------------------------------------
-
-
-def missing_extra(library: str, extra: str) -> EmbedderError:
-    """The error of an adapter whose library is not installed: one line naming the extra."""
-    return EmbedderError(
-        f"{library} is not installed: pip install 'loopctl-memory[{extra}]'"
-        f" (from a checkout of loopctl-memory: pip install -e '.[{extra}]')"
-    )
-
-
-def import_extra(module: str, extra: str) -> ModuleType:
-    """Import ``module``, the library behind ``extra``.
-
-    Raises:
-        EmbedderError: It cannot be imported; the ``ImportError`` is chained.
-
-    """
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise missing_extra(module, extra) from exc

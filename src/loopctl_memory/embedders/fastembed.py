@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loopctl_memory.embedders import float32_rows, import_extra
 from loopctl_memory.embedders.downloads import load
+from loopctl_memory.embedders.extras import import_extra
+from loopctl_memory.embedding import float32_rows
 
 
 class FastEmbedEmbedder:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from loopctl_memory.embedders import float32_rows, missing_extra
+from loopctl_memory.embedders.extras import missing_extra
+from loopctl_memory.embedding import float32_rows
 from loopctl_memory.errors import EmbedderError, InvalidArgumentError
 
 if TYPE_CHECKING:
