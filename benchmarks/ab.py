@@ -44,7 +44,8 @@ from typing import Any
 
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import percentile, write_section
-from benchmarks.run import ROOT, machine, parse_size, size_label
+from benchmarks.provenance import ROOT, machine
+from benchmarks.sizes import parse_size, size_label
 
 LIMIT = 5
 BATCH = 5_000

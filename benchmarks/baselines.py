@@ -28,9 +28,9 @@ from typing import Any
 
 import aiosqlite
 
+from benchmarks.provenance import ROOT
 from loopctl_memory import MemoryEntry
 
-ROOT = Path(__file__).resolve().parent.parent
 RUST_SOURCE = ROOT / "tests" / "reference" / "reference.rs"
 CACHE = Path(__file__).resolve().parent / ".cache"
 

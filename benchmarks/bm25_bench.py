@@ -51,7 +51,9 @@ import numpy as np
 
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import write_section
-from benchmarks.run import ROOT, _p, _peak_rss_kb, code_version, machine, parse_size, size_label
+from benchmarks.provenance import ROOT, code_version, machine
+from benchmarks.sizes import parse_size, size_label
+from benchmarks.stats import nearest_rank, peak_rss_kb
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, MemoryFilter, open_store
 from loopctl_memory.bm25_tokens import query_tokens
 
@@ -130,7 +132,7 @@ async def _serve(db: str, kind: str, count: int, warmup: int, budget: float) -> 
             if len(answers) < CHECKED:
                 answers.append([str(entry.id) for entry in found])
         report = {"first_s": first_s, "timings": timings, "answers": answers}
-        return report | {"count": await store.count(), "rss_kb": _peak_rss_kb()}
+        return report | {"count": await store.count(), "rss_kb": peak_rss_kb()}
 
 
 def _bm25s(texts_file: str, count: int, warmup: int) -> dict[str, Any]:
@@ -169,7 +171,7 @@ def _bm25s(texts_file: str, count: int, warmup: int) -> dict[str, Any]:
         "timings": timed(_queries("bm25", warmup + count)),
         "skewed_timings": timed(_queries("skewed", warmup + count)),
         "count": len(texts),
-        "rss_kb": _peak_rss_kb(),
+        "rss_kb": peak_rss_kb(),
     }
 
 
@@ -227,8 +229,8 @@ class Figures:
         return cls(
             first_s=statistics.median(report["first_s"] for report in reports),
             p50_ms=median(statistics.median),
-            p95_ms=median(lambda timings: _p(timings, 95)),
-            p99_ms=median(lambda timings: _p(timings, 99)),
+            p95_ms=median(lambda timings: nearest_rank(timings, 95)),
+            p99_ms=median(lambda timings: nearest_rank(timings, 99)),
             max_ms=median(max),
             rss_mb=max(report["rss_kb"] for report in reports) / 1024,
             round_p50s=[statistics.median(report["timings"]) * 1e3 for report in reports],

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import write_section
-from benchmarks.run import machine, parse_size, size_label
+from benchmarks.provenance import machine
+from benchmarks.sizes import parse_size, size_label
 from loopctl_memory import MemoryCategory, MemoryEntry, open_store
 
 

@@ -31,8 +31,9 @@ import httpx2
 
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import percentile, write_section
-from benchmarks.run import machine, parse_size, size_label
+from benchmarks.provenance import machine
 from benchmarks.serve_bench import served
+from benchmarks.sizes import parse_size, size_label
 from loopctl_memory import open_store
 
 BEGIN, END = "<!-- console: begin -->", "<!-- console: end -->"

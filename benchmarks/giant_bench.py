@@ -31,7 +31,8 @@ from pathlib import Path
 
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import write_section
-from benchmarks.run import code_version, machine, parse_size, size_label
+from benchmarks.provenance import code_version, machine
+from benchmarks.sizes import parse_size, size_label
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
 
 BEGIN, END = "<!-- giant: begin -->", "<!-- giant: end -->"

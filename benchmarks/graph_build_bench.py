@@ -22,7 +22,7 @@ import numpy as np
 from usearch.index import Index
 
 from benchmarks import workloads
-from benchmarks.run import parse_size
+from benchmarks.sizes import parse_size
 from benchmarks.vector_serving import CalibratedVectors
 from loopctl_memory.sql.ranking.graph import CONNECTIVITY
 

@@ -28,7 +28,8 @@ from typing import Any
 
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import percentile, write_section
-from benchmarks.run import ROOT, code_version, machine, parse_size, size_label
+from benchmarks.provenance import ROOT, code_version, machine
+from benchmarks.sizes import parse_size, size_label
 from benchmarks.vector_serving import CalibratedVectors
 from loopctl_memory import open_store
 

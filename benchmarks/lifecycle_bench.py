@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks import workloads
-from benchmarks.run import machine, parse_size, size_label
+from benchmarks.provenance import machine
+from benchmarks.sizes import parse_size, size_label
 from loopctl_memory import InMemoryStore, MemoryEntry, open_store
 from loopctl_memory.lifecycle import ConsolidationConfig, cluster_duplicates
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import percentile, timings_ms, write_section
-from benchmarks.run import machine, parse_size, size_label
+from benchmarks.provenance import machine
+from benchmarks.sizes import parse_size, size_label
 from loopctl_memory import open_store
 from loopctl_memory.rankings import best_ranking
 from mcp import Client, StdioServerParameters

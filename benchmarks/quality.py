@@ -47,7 +47,7 @@ import numpy as np
 import Stemmer
 
 from benchmarks.lifecycle_bench import write_section
-from benchmarks.run import machine
+from benchmarks.provenance import machine
 from loopctl_memory import MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
 from loopctl_memory.context import Context
 

@@ -34,7 +34,7 @@ import httpx2
 from mcp.client.streamable_http import streamable_http_client
 
 from benchmarks.lifecycle_bench import percentile, write_section
-from benchmarks.run import machine
+from benchmarks.provenance import machine
 from loopctl_memory import open_store
 from mcp import ClientSession
 

@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 
 from benchmarks import workloads
-from benchmarks.run import LIMIT, Options, _p, parse_size, serve, size_label
+from benchmarks.run_serving import LIMIT, serve
+from benchmarks.sizes import parse_size, size_label
+from benchmarks.stats import nearest_rank
 from loopctl_memory import open_store
 from loopctl_memory.scoring import parse_query
 
@@ -71,25 +73,16 @@ def main() -> None:
     if not args.db.exists():
         rate, expected = asyncio.run(build(args.db, args.size, checked))
         print(f"built {size_label(args.size)} at {rate:,.0f} entries/s", flush=True)
-    options = Options(
-        queries=args.queries,
-        guard=len(checked),
-        warmup=5,
-        batch=BATCH,
-        single_stores=0,
-        serve_budget=600.0,
-        rust=None,
-    )
     with tempfile.TemporaryDirectory() as scratch:
-        served = serve(args.db, queries, options, Path(scratch))
+        served = serve(args.db, queries, Path(scratch), warmup=5, guard=len(checked), budget=600.0)
     if expected is not None and served.answers != expected:
         raise SystemExit(f"wrong answers: {served.answers} != {expected}")
     files = sum(path.stat().st_size for path in args.db.parent.glob(f"{args.db.name}*"))
     timings = served.timings
     print(
         f"| {size_label(served.count)} | {files / 2**20:,.0f} MB | {served.first_query_s:.2f} s"
-        f" | {statistics.median(timings) * 1e3:.2f} | {_p(timings, 95) * 1e3:.2f}"
-        f" | {_p(timings, 99) * 1e3:.2f} | {max(timings) * 1e3:.2f}"
+        f" | {statistics.median(timings) * 1e3:.2f} | {nearest_rank(timings, 95) * 1e3:.2f}"
+        f" | {nearest_rank(timings, 99) * 1e3:.2f} | {max(timings) * 1e3:.2f}"
         f" | {served.peak_rss_mb:.0f} MB | {'checked' if expected else 'not checked'} |"
     )
 

@@ -45,7 +45,9 @@ import numpy as np
 
 from benchmarks import workloads
 from benchmarks.lifecycle_bench import write_section
-from benchmarks.run import ROOT, _empty_postgresql, code_version, machine, parse_size, size_label
+from benchmarks.provenance import ROOT, code_version, machine
+from benchmarks.run_measure import empty_postgresql
+from benchmarks.sizes import parse_size, size_label
 from benchmarks.vector_serving import (
     DIMS,
     LIMIT,
@@ -87,7 +89,7 @@ def _log(message: str) -> None:
 async def _build(target: str | Path, size: int) -> tuple[float, float]:
     """(entries/s of the build, seconds of ``build_indexes``: the graph's build)."""
     if isinstance(target, str):
-        await _empty_postgresql(target)
+        await empty_postgresql(target)
     began = time.perf_counter()
     async with open_store(target, embedder=CalibratedVectors()) as store:
         for batch in workloads.entry_batches("natural", size, _BATCH):

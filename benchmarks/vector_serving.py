@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.run import _peak_rss_kb
+from benchmarks.stats import peak_rss_kb
 from loopctl_memory import open_store
 
 DIMS = 384
@@ -123,7 +123,7 @@ async def _serve(target: str | Path, queries: list[str], rankings: list[str]) ->
                 timings.append(time.perf_counter() - began)
                 answers.append([str(entry.id) for entry in found])
             figures[ranking] = {"timings": timings, "answers": answers}
-    figures["peak_rss_kb"] = _peak_rss_kb()
+    figures["peak_rss_kb"] = peak_rss_kb()
     return figures
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from benchmarks import baselines, workloads
 from benchmarks.lifecycle_bench import write_section
-from benchmarks.run import code_version, machine, parse_size, size_label
+from benchmarks.provenance import code_version, machine
+from benchmarks.sizes import parse_size, size_label
 from benchmarks.vector_serving import LookedUp
 from loopctl_memory import MemoryEntry, open_store
 from loopctl_memory.protocol import Embedder
