@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from loopctl_memory import ConsolidationConfig, ConsolidationStats, MemoryEntry
 from loopctl_memory.entry import Summary
-from loopctl_memory.sql.engine import create_engine, resolve_target
+from loopctl_memory.sql.database.engine import create_engine, resolve_target
 from loopctl_memory.sync import SyncMemoryStore
 
 _DONE = object()

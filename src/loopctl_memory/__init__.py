@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from loopctl_memory.history import HistoryEvent
     from loopctl_memory.lifecycle import ConsolidationConfig
     from loopctl_memory.sql.opening import OpenOptions, open_store
-    from loopctl_memory.sql.store import SqlMemoryStore
-    from loopctl_memory.sql.store_embeddings import RecordedEmbedder
+    from loopctl_memory.sql.store.embeddings import RecordedEmbedder
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 if TYPE_CHECKING:
     __version__: str
@@ -70,8 +70,8 @@ _LAZY = {
     "HistoryEvent": "loopctl_memory.history",
     "InMemoryStore": "loopctl_memory.builtin",
     "OpenOptions": "loopctl_memory.sql.opening",
-    "RecordedEmbedder": "loopctl_memory.sql.store_embeddings",
-    "SqlMemoryStore": "loopctl_memory.sql.store",
+    "RecordedEmbedder": "loopctl_memory.sql.store.embeddings",
+    "SqlMemoryStore": "loopctl_memory.sql.store.memory_store",
     "open_store": "loopctl_memory.sql.opening",
 }
 

@@ -21,8 +21,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from loopctl_memory.cli.names import PROG
-from loopctl_memory.cli.rendering import (
+from loopctl_memory.entry import MemoryEntry
+from loopctl_memory.entry_json import entry_from_json, entry_to_json
+from loopctl_memory.names import PROG
+from loopctl_memory.rankings import best_ranking
+from loopctl_memory.rendering import (
     SearchResult,
     SearchResults,
     StoreStats,
@@ -30,11 +33,8 @@ from loopctl_memory.cli.rendering import (
     database_size,
     stats_view,
 )
-from loopctl_memory.entry import MemoryEntry
-from loopctl_memory.entry_json import entry_from_json, entry_to_json
-from loopctl_memory.rankings import best_ranking
 from loopctl_memory.sql.opening import open_store
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 DEFAULT_DIRECTORY = Path(".demo")
 

@@ -34,7 +34,7 @@ from loopctl_memory.errors import (
 from loopctl_memory.flat import FlatBatch
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 IMPORT_BATCH = 50_000
 """Lines stored per transaction by :func:`import_jsonl` unless told otherwise.

@@ -284,8 +284,12 @@ def _transaction(connection: Connection, *, write: bool) -> Iterator[None]:
 
 async def _on_target(target: str | os.PathLike[str], work: Callable[[Connection], T]) -> T:
     """Run ``work`` on a plain connection to ``target``: for migrations, never for entries."""
-    from loopctl_memory.sql.boundary import translate_errors
-    from loopctl_memory.sql.engine import DEFAULT_BUSY_TIMEOUT, create_engine, resolve_target
+    from loopctl_memory.sql.database.boundary import translate_errors
+    from loopctl_memory.sql.database.engine import (
+        DEFAULT_BUSY_TIMEOUT,
+        create_engine,
+        resolve_target,
+    )
 
     resolved = resolve_target(target)
     action = f"open {resolved.describe()}"

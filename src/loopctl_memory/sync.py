@@ -44,8 +44,8 @@ from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import Explanation
 from loopctl_memory.sql.opening import OpenOptions
 from loopctl_memory.sql.opening import open_store as _open_async
-from loopctl_memory.sql.store import SqlMemoryStore
-from loopctl_memory.sql.store_embeddings import RecordedEmbedder
+from loopctl_memory.sql.store.embeddings import RecordedEmbedder
+from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 from loopctl_memory.sync_lookups import SyncLookups
 from loopctl_memory.sync_loop import LoopThread, iterate
 

@@ -1,7 +1,7 @@
 """The blocking store's id lookups: short ids, which ids are stored and where, lookups by key.
 
 A part of :class:`~loopctl_memory.sync.SyncMemoryStore`, as
-:class:`~loopctl_memory.sql.store_lookups.IdLookups` is of the async store.
+:class:`~loopctl_memory.sql.store.lookups.IdLookups` is of the async store.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from loopctl_memory.entry import MemoryEntry
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
     from loopctl_memory.sync_loop import LoopThread
 
 

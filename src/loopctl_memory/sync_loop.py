@@ -18,8 +18,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, 
 from typing import Any, TypeVar
 
 from loopctl_memory.errors import LoopMemoryError, StorageError
-from loopctl_memory.sql.store import SqlMemoryStore
-from loopctl_memory.sql.unit_of_work import forked_error
+from loopctl_memory.sql.database.unit_of_work import forked_error
+from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 T = TypeVar("T")
 

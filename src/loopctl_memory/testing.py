@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 MISSING_PYTEST_ASYNCIO = (
     "the memory_store fixture needs pytest-asyncio: pip install pytest-asyncio "

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from loopctl_memory import MemoryEntry, open_store
 from loopctl_memory.cli import DB_ENVVAR, RANKING_ENVVAR, cli
-from loopctl_memory.cli.names import EMBEDDER_ENVVAR
+from loopctl_memory.names import EMBEDDER_ENVVAR
 
 Invoke = Callable[..., Result]
 

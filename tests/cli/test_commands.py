@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, migrate
-from loopctl_memory.cli.rendering import for_people
 from loopctl_memory.entry_json import entry_to_dict
+from loopctl_memory.rendering import for_people
 from loopctl_memory.scoring import parse_query
 
 from .conftest import assert_fails, store_entries, stored_entries

@@ -6,9 +6,8 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from loopctl_memory import MemoryCategory, MemoryEntry
+from loopctl_memory import MemoryCategory, MemoryEntry, SqlMemoryStore
 from loopctl_memory.entry_json import entry_to_json
-from loopctl_memory.sql.store import SqlMemoryStore
 
 from .conftest import assert_fails, store_entries, stored_entries
 from .test_commands import entry

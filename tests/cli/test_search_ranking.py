@@ -12,7 +12,7 @@ import pytest
 
 from loopctl_memory import MemoryCategory, MemoryEntry, MemoryFilter, open_store
 from loopctl_memory.cli import RANKING_ENVVAR
-from loopctl_memory.cli.rendering import for_people
+from loopctl_memory.rendering import for_people
 from tests.deploy_memories import (
     ENTRIES,
     NOW,

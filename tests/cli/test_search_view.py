@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from loopctl_memory import MemoryCategory, MemoryEntry, open_store
-from loopctl_memory.cli.rendering import for_people
+from loopctl_memory import MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
 from loopctl_memory.entry_json import entry_to_dict
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.rendering import for_people
 
 from .conftest import assert_fails, json_score, store_entries, stored_entries
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from loopctl_memory.sql import graph_child
+from loopctl_memory.sql.background import graph_child
 
 
 def _note() -> None:

@@ -1,7 +1,7 @@
 """A child process indexes a long tail while writes go on, and no answer ever changes.
 
 A store leaves a tail of ``tail_limit`` entries to a child process
-(:mod:`loopctl_memory.sql.folds`). Whether a block was written by the child, by
+(:mod:`loopctl_memory.sql.background.folds`). Whether a block was written by the child, by
 a write, or not yet, every ranking answers as the reference (or as a store
 indexing in its writes) does; a child that fails, or is killed half way,
 leaves nothing half written; closing the store leaves a short tail.
@@ -22,11 +22,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
+from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
 from loopctl_memory.errors import DatabaseBusyError
 from loopctl_memory.mcp_server.tools import start_upkeep
-from loopctl_memory.sql import folds
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.background import folds
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import SHARED_BACKENDS, integrity_check, shared_target
 
@@ -121,7 +120,7 @@ async def test_a_child_that_fails_is_warned_of_once_and_writes_index_themselves(
         first = _entries(rng, 0, 30)
         for each in (store, reference, twin):
             await each.store_many(first)
-        with caplog.at_level(logging.WARNING, "loopctl_memory.sql.children"):
+        with caplog.at_level(logging.WARNING, "loopctl_memory.sql.background.children"):
             await store.build_indexes()  # waits for the child, which failed
         assert ["it exited with 3: RuntimeError: this child cannot index"] == [
             record.getMessage().split("(", 1)[1].split(")", 1)[0] for record in caplog.records

@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 
 from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, migrate, open_store
 from loopctl_memory.scoring import split_whitespace
-from loopctl_memory.sql import grams, pieces
+from loopctl_memory.sql.lexical import grams, pieces
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import SHARED_BACKENDS, shared_target
 

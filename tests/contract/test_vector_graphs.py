@@ -33,7 +33,8 @@ from loopctl_memory import (
     StorageError,
     open_store,
 )
-from loopctl_memory.sql import arrays, graph_builds
+from loopctl_memory.sql.background import graph_builds
+from loopctl_memory.sql.lexical import arrays
 from loopctl_memory.sql.tuning import Tuning
 from tests.conftest import SHARED_BACKENDS, shared_target
 from tests.contract.test_embeddings import Switchable, _entries, _same_rankings
@@ -261,7 +262,7 @@ async def test_graphs_that_cannot_be_written_leave_every_vector_held(backend, tm
             await _both(store, oracle, _entries(first, 30))
             await _same_rankings(store, oracle)  # a child is started: it cannot write them
         with (
-            caplog.at_level(logging.WARNING, "loopctl_memory.sql.children"),
+            caplog.at_level(logging.WARNING, "loopctl_memory.sql.background.children"),
             pytest.raises(StorageError, match="-vectors"),
         ):
             await store.build_indexes()  # waits for the child, then fails here

@@ -22,8 +22,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from loopctl_memory import MemoryCategory, MemoryEntry, open_store
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory import MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
 
 WORKERS = 4
 BLOCKS = 3

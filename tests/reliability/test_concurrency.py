@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, open_store
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory import InMemoryStore, MemoryCategory, MemoryEntry, SqlMemoryStore, open_store
 from tests.conftest import (
     NEEDS_POSTGRES,
     POSTGRES_URL_VARIABLE,

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, open_store
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory import MemoryCategory, MemoryEntry, SqlMemoryStore, StorageError, open_store
 
 
 def _entries(label: str, count: int, relevance: float = 1.0) -> list[MemoryEntry]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loopctl_memory.sql import arrays
+from loopctl_memory.sql.lexical import arrays
 
 
 @pytest.mark.parametrize("rows", [1, 3, 50_000])  # 50,000 x 384 binary32: past the 64 MiB mark

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from loopctl_memory.bm25_tokens import ENGLISH_STOPWORDS, document_tokens, query_tokens
 from loopctl_memory.scoring import split_whitespace
-from loopctl_memory.sql.inversion import invert_block
+from loopctl_memory.sql.lexical.inversion import invert_block
 
 ORACLE_STEMMER = Stemmer.Stemmer("english")
 

@@ -49,7 +49,7 @@ from loopctl_memory.flat import (
     tokens_of,
 )
 from loopctl_memory.jsonl import Batch, LineError, read_batches
-from loopctl_memory.sql.inversion import invert_tags
+from loopctl_memory.sql.lexical.inversion import invert_tags
 from loopctl_memory.sql.tuning import Tuning
 
 Parsed = tuple[FlatEntry, list[str]]

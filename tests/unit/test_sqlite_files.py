@@ -11,7 +11,7 @@ import pytest
 from loopctl_memory import MemoryCategory, MemoryEntry, StorageError, errors, migrate, open_store
 from loopctl_memory.errors import LoopMemoryError
 from loopctl_memory.sql.backend import sqlite as backend
-from loopctl_memory.sql.engine import resolve_target
+from loopctl_memory.sql.database.engine import resolve_target
 
 
 async def test_a_file_that_is_not_a_database_raises_storage_error_and_is_untouched(tmp_path):

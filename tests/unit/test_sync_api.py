@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from loopctl_memory import open_store, sync
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory import SqlMemoryStore, open_store, sync
 from loopctl_memory.sync import SyncMemoryStore
 
 # What the async store has that the blocking one leaves out, and why.

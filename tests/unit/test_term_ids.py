@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Connection, create_engine, event, text
 
 from loopctl_memory import open_store
-from loopctl_memory.sql.term_ids import KnownTerms
+from loopctl_memory.sql.lexical.term_ids import KnownTerms
 
 
 @pytest.fixture

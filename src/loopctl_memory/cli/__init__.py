@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loopctl_memory.cli.names import DB_ENVVAR, PROG, RANKING_ENVVAR, SCOPE_ENVVAR
 from loopctl_memory.cli.settings import default_database
+from loopctl_memory.names import DB_ENVVAR, PROG, RANKING_ENVVAR, SCOPE_ENVVAR
 
 if TYPE_CHECKING:
     from loopctl_memory.cli.app import cli, main

@@ -25,7 +25,6 @@ from loopctl_memory.cli import (
 )
 from loopctl_memory.cli.global_options import add_to_command, add_to_group, check_scope
 from loopctl_memory.cli.messages import example, one_line
-from loopctl_memory.cli.names import DB_ENVVAR, PROG
 from loopctl_memory.cli.settings import Settings
 from loopctl_memory.errors import (
     DatabaseBusyError,
@@ -33,6 +32,7 @@ from loopctl_memory.errors import (
     SchemaBehindError,
     StorageError,
 )
+from loopctl_memory.names import DB_ENVVAR, PROG
 
 
 class _UsageError(click.UsageError):

@@ -13,12 +13,12 @@ import click
 
 from loopctl_memory import when
 from loopctl_memory.arguments import blank_typed
-from loopctl_memory.cli.names import PROG
 from loopctl_memory.entry import MemoryCategory, id_range
 from loopctl_memory.errors import InvalidArgumentError, InvalidEntryError
+from loopctl_memory.names import PROG
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 CATEGORIES = [category.value for category in MemoryCategory]
 """The choices of ``--category``."""

@@ -16,14 +16,14 @@ from loopctl_memory.cli.arguments import (
 )
 from loopctl_memory.cli.fields import selection
 from loopctl_memory.cli.messages import echo_json, example
-from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
 from loopctl_memory.entry import MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
+from loopctl_memory.names import PROG
 
 if TYPE_CHECKING:
-    from loopctl_memory.cli.rendering import SearchResult
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.rendering import SearchResult
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 _ORDERS: dict[str, Callable[[MemoryEntry], float]] = {
     "created": lambda entry: entry.created_at.timestamp(),
@@ -74,7 +74,7 @@ def list_command(
     passes = selection(categories, tags, where)
 
     async def work(store: SqlMemoryStore) -> list[SearchResult]:
-        from loopctl_memory.cli.rendering import SearchResult
+        from loopctl_memory.rendering import SearchResult
 
         chosen = await _largest(store.iter_entries(filter=passes, newest_first=True), limit, sort)
         ids = store.with_descendants()  # short ids as get, update and delete look them up
@@ -93,7 +93,7 @@ def list_command(
         passing = "" if passes.is_empty else " that pass the filters"
         click.echo(f"No memories{place}{below}{passing}.", err=True)
         return
-    from loopctl_memory.cli.rendering import SearchResults, console
+    from loopctl_memory.rendering import SearchResults, console
 
     console().print(SearchResults(found, created=True))
 

@@ -28,17 +28,17 @@ from loopctl_memory.cli.arguments import (
 )
 from loopctl_memory.cli.fields import metadata_of, selection
 from loopctl_memory.cli.messages import echo_json, example
-from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, need_embedder, with_store
 from loopctl_memory.entry import MemoryCategory, MemoryEntry
 from loopctl_memory.entry_json import entry_to_dict
 from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.filters import MemoryFilter
+from loopctl_memory.names import PROG
 from loopctl_memory.rankings import EMBEDDING_RANKINGS, RANKINGS, best_ranking
 
 if TYPE_CHECKING:
     from loopctl_memory.context import Context
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 
 def _text_of(text: str | None, from_file: str | None) -> str:
@@ -76,7 +76,7 @@ def _show_entry(entry: MemoryEntry, *, as_json: bool) -> None:
     if as_json:
         echo_json(entry_to_dict(entry))
         return
-    from loopctl_memory.cli.rendering import console, entry_table
+    from loopctl_memory.rendering import console, entry_table
 
     console().print(entry_table(entry))
 
@@ -259,7 +259,7 @@ def search(
     and `delete` accept. The filters (--category, --tag, --since, --until,
     --validated) only remove memories from the ranking; each one given must hold.
     """
-    from loopctl_memory.cli.rendering import SearchResult
+    from loopctl_memory.rendering import SearchResult
 
     if since is not None and until is not None and since >= until:
         raise click.UsageError(
@@ -304,7 +304,7 @@ def search(
 
     found, why, chosen = with_store(settings, work, descendants=descendants)
     if as_json:
-        from loopctl_memory.cli.rendering import json_score
+        from loopctl_memory.rendering import json_score
 
         echo_json(
             [
@@ -315,7 +315,7 @@ def search(
     elif not found:
         click.echo(why, err=True)
     else:
-        from loopctl_memory.cli.rendering import SearchResults, console
+        from loopctl_memory.rendering import SearchResults, console
 
         console().print(SearchResults(found))
 

@@ -17,15 +17,15 @@ from typing import Any
 
 import click
 
-from loopctl_memory.cli.names import (
+from loopctl_memory.cli.settings import Settings
+from loopctl_memory.errors import LoopMemoryError
+from loopctl_memory.names import (
     BUSY_TIMEOUT_ENVVAR,
     DB_ENVVAR,
     EMBEDDER_ENVVAR,
     RANKING_ENVVAR,
     SCOPE_ENVVAR,
 )
-from loopctl_memory.cli.settings import Settings
-from loopctl_memory.errors import LoopMemoryError
 from loopctl_memory.rankings import RANKINGS
 
 _HELP = {

@@ -9,14 +9,14 @@ import click
 
 from loopctl_memory.cli.arguments import limit_option, memory_id, moment, resolve_id
 from loopctl_memory.cli.messages import echo_json, example
-from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
 from loopctl_memory.history import EVENTS, HistoryEvent
+from loopctl_memory.names import PROG
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 
 @click.command(
@@ -89,6 +89,6 @@ def history_command(
         place = f" in scope {settings.scope}" if settings.scope else ""
         click.echo(f"No events of any {whose}{place} that match.", err=True)
         return
-    from loopctl_memory.cli.rendering import console, history_table
+    from loopctl_memory.rendering import console, history_table
 
     console().print(history_table(found))

@@ -18,12 +18,12 @@ from loopctl_memory.cli.arguments import (
 )
 from loopctl_memory.cli.fields import selection
 from loopctl_memory.cli.messages import confirm, counted, echo_json, example
-from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
+from loopctl_memory.names import PROG
 
 if TYPE_CHECKING:
     from loopctl_memory.entry import ConsolidationStats
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 
 def _where(store: SqlMemoryStore) -> str:
@@ -108,7 +108,7 @@ def consolidate(
     if as_json:
         echo_json(asdict(stats))
     else:
-        from loopctl_memory.cli.rendering import console, consolidation_view
+        from loopctl_memory.rendering import console, consolidation_view
 
         console().print(consolidation_view(where, stats))
 
@@ -118,7 +118,7 @@ def consolidate(
 @click.pass_obj
 def stats(settings: Settings, as_json: bool) -> None:
     """Show how many memories there are, by category and relevance, and where they live."""
-    from loopctl_memory.cli.rendering import StoreStats, console, database_size, stats_view
+    from loopctl_memory.rendering import StoreStats, console, database_size, stats_view
 
     async def work(store: SqlMemoryStore) -> StoreStats:
         file = settings.sqlite_file()
@@ -215,6 +215,6 @@ def scopes(settings: Settings, as_json: bool) -> None:
     if as_json:
         echo_json(dict(found))
         return
-    from loopctl_memory.cli.rendering import console, scopes_table
+    from loopctl_memory.rendering import console, scopes_table
 
     console().print(scopes_table(found))

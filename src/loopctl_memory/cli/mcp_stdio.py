@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from loopctl_memory.cli.messages import example
-from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, run_async
+from loopctl_memory.names import PROG
 
 
 @click.command(

@@ -7,9 +7,9 @@ import dataclasses
 import click
 
 from loopctl_memory.cli.messages import confirm, counted, example
-from loopctl_memory.cli.names import NO_EMBEDDER, PROG
 from loopctl_memory.cli.settings import Settings, run_async, with_store
 from loopctl_memory.errors import SchemaError
+from loopctl_memory.names import NO_EMBEDDER, PROG
 
 
 def _refuse_read_only(settings: Settings, command: str) -> None:
@@ -73,7 +73,7 @@ def _check_embedder(spec: str) -> None:
 
 def _record_embedder(settings: Settings) -> None:
     """Open the store with ``settings.embedder``, which records it, and embed what waits."""
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
     async def work(store: SqlMemoryStore) -> tuple[str, int, int]:
         made = await store.embed_pending()
@@ -132,7 +132,7 @@ def migrate_command(settings: Settings, revision: str | None, list_only: bool, y
 
 def _list_revisions(settings: Settings) -> None:
     from loopctl_memory import migrate
-    from loopctl_memory.cli.rendering import console, revisions_table
+    from loopctl_memory.rendering import console, revisions_table
 
     file = settings.sqlite_file()
     missing = file is not None and not file.exists()

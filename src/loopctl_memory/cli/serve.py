@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from loopctl_memory.cli.messages import example
-from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, run_async
 from loopctl_memory.errors import InvalidArgumentError
+from loopctl_memory.names import PROG
 
 TOKEN_ENVVAR = "LOOPCTL_MEMORY_TOKEN"  # noqa: S105 - the variable's name, not a token
 

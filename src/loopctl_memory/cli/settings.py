@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import platformdirs
 
-from loopctl_memory.cli.names import NO_EMBEDDER, PROG
+from loopctl_memory.names import NO_EMBEDDER, PROG
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.engine import Target
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.database.engine import Target
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 T = TypeVar("T")
 
@@ -59,7 +59,7 @@ class Settings:
 
     def resolved(self) -> Target:
         """The database as the library sees it (never connects)."""
-        from loopctl_memory.sql.engine import resolve_target
+        from loopctl_memory.sql.database.engine import resolve_target
 
         return resolve_target(self.target())
 

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 import click
 
 from loopctl_memory.cli.messages import counted, example, one_line
-from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, with_store
 from loopctl_memory.jsonl import IMPORT_BATCH
+from loopctl_memory.names import PROG
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 
 class _Interrupted(click.ClickException):
@@ -130,9 +130,9 @@ def import_command(settings: Settings, file: Path, batch_size: int, on_duplicate
     and counted, and importing a file again finishes an import that stopped
     half way.
     """
-    from loopctl_memory.cli.rendering import ImportProgress
     from loopctl_memory.errors import DuplicateEntryError
     from loopctl_memory.jsonl import ImportFailedError, ImportReport, OnDuplicate, import_jsonl
+    from loopctl_memory.rendering import ImportProgress
 
     piped = str(file) == "-"
     if not piped:

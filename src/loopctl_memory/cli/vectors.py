@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 import click
 
 from loopctl_memory.cli.messages import counted, example
-from loopctl_memory.cli.names import PROG
 from loopctl_memory.cli.settings import Settings, need_embedder, with_store
+from loopctl_memory.names import PROG
 from loopctl_memory.sql.tuning import Tuning
 
 if TYPE_CHECKING:
-    from loopctl_memory.sql.store import SqlMemoryStore
+    from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 
 _BATCH_SIZE = click.option(
     "--batch-size",
@@ -66,7 +66,7 @@ def reembed(settings: Settings, spec: str, batch_size: int) -> None:
     go only once every memory has its new one. Interrupted, it resumes where it
     stopped when run again. The old embedder is not needed.
     """
-    from loopctl_memory.cli.rendering import CountedProgress
+    from loopctl_memory.rendering import CountedProgress
 
     async def work(store: SqlMemoryStore) -> tuple[int, str, int]:
         with CountedProgress("embedding") as progress:
@@ -93,7 +93,7 @@ def index(settings: Settings) -> None:
     beside the database (in the user's cache for PostgreSQL), shared by every
     process of the machine.
     """
-    from loopctl_memory.cli.rendering import CountedProgress
+    from loopctl_memory.rendering import CountedProgress
 
     async def work(store: SqlMemoryStore) -> int:
         need_embedder(store)

@@ -78,7 +78,7 @@ from loopctl_memory.langgraph import namespaces, values
 from loopctl_memory.langgraph.embeddings import embedder_of
 from loopctl_memory.rankings import check_ranking
 from loopctl_memory.sql.opening import OpenOptions, open_store
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 from loopctl_memory.sync_loop import LoopThread
 
 logger = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ class LangGraphStore(BaseStore):
         """Run the operations in order of reads, then writes; their results in the ops' order.
 
         Gets alone, on a SQLite file, are read on the calling thread (see
-        :mod:`loopctl_memory.sql.caller_lane`); the rest runs on the store's loop.
+        :mod:`loopctl_memory.sql.database.caller_lane`); the rest runs on the store's loop.
         """
         listed = _checked(ops)
         if listed and self._memory.reads_here and all(isinstance(op, GetOp) for op in listed):

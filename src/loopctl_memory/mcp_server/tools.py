@@ -49,7 +49,7 @@ from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import LEXICAL_RANKINGS, RANKINGS, best_ranking, check_ranking
 from loopctl_memory.scopes import relative
 from loopctl_memory.sql.opening import RECORDED, OpenOptions, open_store
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 from loopctl_memory.when import age, moment
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -34,24 +34,24 @@ from loopctl_memory.history import KEEP_HISTORY
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.rankings import check_ranking
-from loopctl_memory.sql import embeddings
 from loopctl_memory.sql.backend import PoolOptions
-from loopctl_memory.sql.boundary import translate_errors
-from loopctl_memory.sql.caller_lane import CallerLane
-from loopctl_memory.sql.embeddings import StoreEmbedder
-from loopctl_memory.sql.engine import (
+from loopctl_memory.sql.background.folds import TailFolds
+from loopctl_memory.sql.background.graph_builds import GraphBuilds
+from loopctl_memory.sql.database.boundary import translate_errors
+from loopctl_memory.sql.database.caller_lane import CallerLane
+from loopctl_memory.sql.database.engine import (
     DEFAULT_BUSY_TIMEOUT,
     Target,
     create_engine,
     resolve_target,
 )
+from loopctl_memory.sql.database.unit_of_work import UnitOfWork
 from loopctl_memory.sql.files.held import HeldFile, hold
-from loopctl_memory.sql.folds import TailFolds
-from loopctl_memory.sql.graph_builds import GraphBuilds
 from loopctl_memory.sql.ranking.graph_home import beside_file, in_user_cache
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.store import embedder as embedder_rows
+from loopctl_memory.sql.store.embedder import StoreEmbedder
+from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 from loopctl_memory.sql.tuning import Tuning
-from loopctl_memory.sql.unit_of_work import UnitOfWork
 
 
 class OpenOptions(TypedDict, total=False):
@@ -330,7 +330,7 @@ async def _recorded(unit: UnitOfWork, seconds: float) -> StoreEmbedder | None:
             gone), or it is a ``python:`` one.
 
     """
-    named = await unit.run("open", embeddings.recorded, write=False)
+    named = await unit.run("open", embedder_rows.recorded, write=False)
     if named is None or named.spec is None:
         return None
     if named.spec.startswith("python:"):

@@ -181,7 +181,7 @@ INSERT_VECTORS = (
     " SELECT ?, embedder_id, ? FROM index_state WHERE embedder_id = ?"
 )
 
-# --- the token index (see loopctl_memory.sql.index) ---------------------------
+# --- the token index (see loopctl_memory.sql.lexical.index) ---------------------------
 
 index_state = Table(
     "index_state",

@@ -18,9 +18,9 @@ class Tuning:
     inverts about this many itself (up to ``folds.LAG`` times as many while a child indexes)."""
     background_folds: bool = True
     """Whether a file or PostgreSQL store leaves a tail of ``tail_limit`` entries to a child
-    process to index (:mod:`~loopctl_memory.sql.folds`), the write going on at the speed of
-    its inserts, instead of indexing it in the write's transaction. Off (tests set this),
-    every such write indexes, as ``:memory:`` always does."""
+    process to index (:mod:`~loopctl_memory.sql.background.folds`), the write going on at
+    the speed of its inserts, instead of indexing it in the write's transaction. Off (tests
+    set this), every such write indexes, as ``:memory:`` always does."""
     word_cache_bytes: int = 64 * 2**20
     """Memory for the entries of the words that took many postings to find, kept for later
     queries (a mask of one byte per entry for the commonest, else their seqs)."""

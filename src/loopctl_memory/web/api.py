@@ -29,7 +29,7 @@ from loopctl_memory.filters import MemoryFilter
 from loopctl_memory.lifecycle import ConsolidationConfig
 from loopctl_memory.rankings import Explanation, best_ranking
 from loopctl_memory.scopes import relative
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 from loopctl_memory.when import moment
 
 MAX_LIMIT = 100

@@ -21,7 +21,7 @@ from loopctl_memory.errors import InvalidArgumentError
 from loopctl_memory.mcp_server.tools import build_server, start_upkeep, sweep_now_and_then
 from loopctl_memory.protocol import Embedder
 from loopctl_memory.sql.opening import RECORDED, OpenOptions, open_store
-from loopctl_memory.sql.store import SqlMemoryStore
+from loopctl_memory.sql.store.memory_store import SqlMemoryStore
 from loopctl_memory.web import api, console
 from loopctl_memory.web.guard import MAX_BODY, Guard, Rules, loopback_hosts
 

@@ -15,7 +15,7 @@ from loopctl_memory.flat import FlatBatch
 
 if TYPE_CHECKING:
     from loopctl_memory.sql.files.held import HeldFile
-    from loopctl_memory.sql.history_stamps import Stamp
+    from loopctl_memory.sql.history.stamps import Stamp
 
 BEGIN_MODE = "loopctl_begin"  # execution option read by the "begin" listeners
 WRITE = "IMMEDIATE"
@@ -75,7 +75,8 @@ class Backend:
     ) -> Callable[[], Any] | None:
         """How to open a blocking connection for reads on a caller's thread, or None.
 
-        See :mod:`~loopctl_memory.sql.caller_lane`; None where the backend has no such lane.
+        See :mod:`~loopctl_memory.sql.database.caller_lane`; None where the backend has no
+        such lane.
         """
         del engine, memory, busy_timeout
         return None

@@ -17,7 +17,7 @@ from sqlalchemy.pool import StaticPool
 
 from loopctl_memory.errors import StorageError
 from loopctl_memory.flat import FlatBatch
-from loopctl_memory.sql import aiosqlite_hop, fields
+from loopctl_memory.sql.backend import aiosqlite_hop
 from loopctl_memory.sql.backend.base import (
     BEGIN_MODE,
     Backend,
@@ -28,14 +28,15 @@ from loopctl_memory.sql.backend.base import (
     outside_transaction,
     register,
 )
-from loopctl_memory.sql.fields import INSERT_FIELDS
 from loopctl_memory.sql.files import header
-from loopctl_memory.sql.history_stamps import (
+from loopctl_memory.sql.history.stamps import (
     RECORD_REPLACED,
     RECORD_STORED_ROW,
     Stamp,
     replaced_rows,
 )
+from loopctl_memory.sql.rows import fields
+from loopctl_memory.sql.rows.fields import INSERT_FIELDS
 from loopctl_memory.sql.tables import INSERT_ENTRIES, INSERT_TAGS, INSERT_VECTORS
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ class SqliteBackend(Backend):
     ) -> StoredBatch:
         """One hop to aiosqlite's thread for the whole transaction, where SQLAlchemy makes a dozen.
 
-        See :mod:`~loopctl_memory.sql.aiosqlite_hop`; where it is missing, batches
+        See :mod:`~loopctl_memory.sql.backend.aiosqlite_hop`; where it is missing, batches
         take the connection lane.
         """
         return await aiosqlite_hop.run_in_one_hop(

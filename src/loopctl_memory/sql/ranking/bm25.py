@@ -21,13 +21,13 @@ import numpy.typing as npt
 from loopctl_memory import bm25
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql.arrays import distinct, found_at
+from loopctl_memory.sql.lexical.arrays import distinct, found_at
+from loopctl_memory.sql.lexical.segments import Ints
 from loopctl_memory.sql.ranking import maxscore
 from loopctl_memory.sql.ranking.snapshot import Snapshot
 from loopctl_memory.sql.ranking.state import Mask, Members
 from loopctl_memory.sql.ranking.topk import best
 from loopctl_memory.sql.ranking.words import Lengths, Tallies, WordIndex
-from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
 

@@ -17,8 +17,8 @@ import numpy.typing as npt
 
 from loopctl_memory import context
 from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.lexical.segments import Ints
 from loopctl_memory.sql.ranking.vectors import VectorIndex, stored_vectors
-from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
 Texts = Callable[[Reader, Ints], list[tuple[str, tuple[str, ...]]]]

@@ -23,11 +23,11 @@ import numpy.typing as npt
 from loopctl_memory import context
 from loopctl_memory.context import Context
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql.arrays import distinct, values_at
+from loopctl_memory.sql.lexical.arrays import distinct, values_at
+from loopctl_memory.sql.lexical.segments import Ints
 from loopctl_memory.sql.ranking.snapshot import Snapshot
 from loopctl_memory.sql.ranking.streams import Streams
 from loopctl_memory.sql.ranking.topk import best
-from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]

@@ -26,9 +26,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from loopctl_memory.sql.arrays import distinct
+from loopctl_memory.sql.lexical.arrays import distinct
+from loopctl_memory.sql.lexical.segments import Ints
 from loopctl_memory.sql.ranking.topk import best, kth_highest
-from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]

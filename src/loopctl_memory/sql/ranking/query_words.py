@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loopctl_memory.sql import pieces
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.grams import TokenFinder
+from loopctl_memory.sql.lexical import pieces
+from loopctl_memory.sql.lexical.grams import TokenFinder
 
 Ints = npt.NDArray[np.int64]
 
@@ -46,7 +46,7 @@ class QueryWords:
         """The indexed entries holding a word of one or two code points; else None.
 
         Their seqs, ascending, or a mask by seq through the watermark (see
-        :func:`~loopctl_memory.sql.pieces.entries_holding`).
+        :func:`~loopctl_memory.sql.lexical.pieces.entries_holding`).
 
         Read when asked, one word at a time: a piece is one statement however it
         is batched, and the entries of a common one are a few MB each.

@@ -31,11 +31,11 @@ import numpy.typing as npt
 from loopctl_memory.binary32 import SCORE_BASELINE, SCORE_OVERLAP_WEIGHT, SCORE_TAG_BONUS
 from loopctl_memory.scopes import Scope
 from loopctl_memory.scoring import ParsedQuery
-from loopctl_memory.sql.arrays import distinct
+from loopctl_memory.sql.lexical.arrays import distinct
+from loopctl_memory.sql.lexical.segments import Ints
 from loopctl_memory.sql.ranking.snapshot import Snapshot
 from loopctl_memory.sql.ranking.state import Mask, Members, RankingState
 from loopctl_memory.sql.ranking.topk import Scores, best, best_above
-from loopctl_memory.sql.segments import Ints
 
 _OVERLAP_WEIGHT = np.float32(SCORE_OVERLAP_WEIGHT)
 _TAG_BONUS = np.float32(SCORE_TAG_BONUS)

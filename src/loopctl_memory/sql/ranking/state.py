@@ -3,10 +3,10 @@
 For each live entry, by seq (insertion order): ``half``, the binary32
 ``relevance * 0.5`` that starts its score (``-inf`` where no entry lives). For
 each query word, the entries that contain it come from the token index: the
-postings of the indexed blocks (:mod:`~loopctl_memory.sql.segments`) of the
-tokens that hold it (:mod:`~loopctl_memory.sql.grams`), or for a word of one
-or two code points its own rows (:mod:`~loopctl_memory.sql.pieces`), and the
-tail above them (:mod:`~loopctl_memory.sql.tail`); the tag bonus likewise from
+postings of the indexed blocks (:mod:`~loopctl_memory.sql.lexical.segments`) of the
+tokens that hold it (:mod:`~loopctl_memory.sql.lexical.grams`), or for a word of one
+or two code points its own rows (:mod:`~loopctl_memory.sql.lexical.pieces`), and the
+tail above them (:mod:`~loopctl_memory.sql.lexical.tail`); the tag bonus likewise from
 the tag postings. A new process reads the indexed entries' relevance and scope
 from their blocks' rows, then what the change log names since.
 
@@ -41,11 +41,13 @@ import numpy.typing as npt
 from loopctl_memory.binary32 import SCORE_RELEVANCE_WEIGHT
 from loopctl_memory.errors import EmbedderError
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql import index
-from loopctl_memory.sql.arrays import distinct, seq_type
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.entry_rows import IDS_PER_STATEMENT, lowercase_tags
-from loopctl_memory.sql.grams import TokenFinder
+from loopctl_memory.sql.lexical import index
+from loopctl_memory.sql.lexical.arrays import distinct, seq_type
+from loopctl_memory.sql.lexical.grams import TokenFinder
+from loopctl_memory.sql.lexical.segments import Ints, Runs, Segment, Seqs, load_segment
+from loopctl_memory.sql.lexical.tail import RewrittenIndex, TailIndex
+from loopctl_memory.sql.lexical.vocabulary import Terms
 from loopctl_memory.sql.ranking.columns import FilterColumns
 from loopctl_memory.sql.ranking.graph_home import GraphHome
 from loopctl_memory.sql.ranking.indexed import read_indexed
@@ -54,10 +56,8 @@ from loopctl_memory.sql.ranking.streams import Streams
 from loopctl_memory.sql.ranking.vector_files import StoreMark, VectorFiles
 from loopctl_memory.sql.ranking.vectors import VectorIndex
 from loopctl_memory.sql.ranking.words import WordIndex
-from loopctl_memory.sql.segments import Ints, Runs, Segment, Seqs, load_segment
-from loopctl_memory.sql.tail import RewrittenIndex, TailIndex
+from loopctl_memory.sql.rows.entry_rows import IDS_PER_STATEMENT, lowercase_tags
 from loopctl_memory.sql.tuning import Tuning
-from loopctl_memory.sql.vocabulary import Terms
 
 Halves = npt.NDArray[np.float32]
 Mask = npt.NDArray[np.bool_]

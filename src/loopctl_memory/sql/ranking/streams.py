@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from loopctl_memory.sql.lexical.segments import Ints
 from loopctl_memory.sql.ranking.coherence import Coherence
-from loopctl_memory.sql.segments import Ints
 
 Mask = npt.NDArray[np.bool_]
 

@@ -42,14 +42,14 @@ from loopctl_memory import embedding, fusion
 from loopctl_memory.bm25 import Bm25Parameters
 from loopctl_memory.embedding import Vectors
 from loopctl_memory.scopes import Scope
-from loopctl_memory.sql.arrays import values_at
+from loopctl_memory.sql.lexical.arrays import values_at
+from loopctl_memory.sql.lexical.segments import Ints
 from loopctl_memory.sql.ranking import bm25
 from loopctl_memory.sql.ranking.graph import APPROXIMATION
 from loopctl_memory.sql.ranking.snapshot import Snapshot
 from loopctl_memory.sql.ranking.state import Mask
 from loopctl_memory.sql.ranking.topk import best, kth_highest
 from loopctl_memory.sql.ranking.vectors import VectorIndex, stored_vectors
-from loopctl_memory.sql.segments import Ints
 
 Floats = npt.NDArray[np.float64]
 _FARTHEST = 64  # the graphs' farthest entries asked for, for the cosines' minimum

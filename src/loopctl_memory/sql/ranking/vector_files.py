@@ -8,7 +8,7 @@ every other vector is read; at each retrieval's start (one ``stat`` when
 nothing moved) a manifest another process wrote is taken up. Once more than
 ``Tuning.vector_loose`` vectors are held outside a graph, a build is due
 (:attr:`VectorFiles.build_due`); a retrieval never builds one: a child
-process of the store (:mod:`~loopctl_memory.sql.graph_builds`) or
+process of the store (:mod:`~loopctl_memory.sql.background.graph_builds`) or
 ``build_indexes`` calls :meth:`VectorFiles.build_now`.
 """
 

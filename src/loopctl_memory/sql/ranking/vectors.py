@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loopctl_memory.sql.arrays import zeroed_rows
 from loopctl_memory.sql.backend import Reader
+from loopctl_memory.sql.lexical.arrays import zeroed_rows
 from loopctl_memory.sql.ranking.graph import Graph
 
 Ints = npt.NDArray[np.int64]

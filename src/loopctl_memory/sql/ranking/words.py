@@ -2,7 +2,7 @@
 
 The second posting family of the ranking state (the first, tokens, serves the
 reference ranking). The indexed blocks' word postings come from the database
-with their counts (:mod:`loopctl_memory.sql.index`); the tail above the
+with their counts (:mod:`loopctl_memory.sql.lexical.index`); the tail above the
 watermark and the entries rewritten since they were indexed are cut into words
 here, from their current text. Each entry's document length comes with the
 blocks' postings, or from its words where it is cut here.
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loopctl_memory.sql import index
 from loopctl_memory.sql.backend import Reader
-from loopctl_memory.sql.segments import Segment, Seqs, load_segment
+from loopctl_memory.sql.lexical import index
+from loopctl_memory.sql.lexical.segments import Segment, Seqs, load_segment
 
 Tallies = npt.NDArray[np.integer[Any]]
 """How many times each entry holds a word (bytes while every count fits)."""

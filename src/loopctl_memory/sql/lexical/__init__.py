@@ -1,0 +1,1 @@
+"""The token index: what a write adds to it, and what a query reads of it."""
