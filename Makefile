@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv and install the package with its dev tools
 
 lint: $(STAMP) ## ruff (lint and format check) and mypy --strict
-	$(BIN)/ruff check src tests benchmarks migrations examples
-	$(BIN)/ruff format --check src tests benchmarks migrations examples
+	$(BIN)/ruff check src tests benchmarks migrations examples docs/griffe_rest.py
+	$(BIN)/ruff format --check src tests benchmarks migrations examples docs/griffe_rest.py
 	$(BIN)/mypy
 
 test: lint ## Lint, type-check and run the whole test suite (on up to 4 cores)
@@ -54,8 +54,11 @@ AB_ARGS ?=
 bench-ab: $(STAMP) ## A base revision against the working tree in one run (BASE=rev, AB_ARGS="--sizes 100k,1m"); writes its section of benchmarks/RESULTS.md
 	$(BIN)/python -m benchmarks.ab --base $(BASE) --out benchmarks/RESULTS.md $(AB_ARGS)
 
+docs: $(STAMP) ## Build the documentation site (mkdocs build --strict) into site/
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 format: $(STAMP) ## Format and auto-fix the code
 	$(BIN)/ruff format src tests benchmarks examples
 	$(BIN)/ruff check --fix src tests benchmarks examples
 
-.PHONY: help install lint test test-pg demo bench bench-ab format
+.PHONY: help install lint test test-pg demo bench bench-ab docs format
